@@ -1,0 +1,162 @@
+/*
+ * hvd.h: the C API of libhvd, the dprun collective runtime. Every binding (the
+ * Python package, other frameworks) goes through this header.
+ *
+ * Conventions
+ *   Status: every call returns an hvd_status_t (except hvd_handle_release and the
+ *     string functions). HVD_SUCCESS is 0. hvd_status_string() names a code;
+ *     hvd_last_error() gives the detail of the calling thread's most recent failure
+ *     (which tensor, which ranks, what differed). Results come back through
+ *     out-parameters, which must not be NULL.
+ *   Ownership: buffers passed to a collective belong to the caller and must stay
+ *     valid, and unmodified, until the collective completes (the blocking call
+ *     returns, or hvd_wait/hvd_poll reports completion). A handle belongs to the
+ *     caller until hvd_handle_release; results owned by a handle (allgather) live
+ *     until then too. Strings returned by the library are owned by it: the one from
+ *     hvd_last_error() stays valid until the thread's next failing call.
+ *   Names: each collective is identified by a NUL-terminated name of 1 to 1024
+ *     bytes, the same on every rank. A name may be reused once its earlier
+ *     collective completed; enqueuing a name that is still in flight fails with
+ *     HVD_INVALID_USAGE.
+ *   NULL: sendbuf and recvbuf may be NULL only when count is 0. sendbuf == recvbuf
+ *     is an in-place operation.
+ *   Threads: every function is thread-safe. Collectives may be enqueued from many
+ *     threads; they execute in the order the ranks agree on, which is the same on
+ *     every rank.
+ *   Failure: a lost or frozen rank fails every pending and later collective with
+ *     HVD_REMOTE_ERROR or HVD_TIMEOUT naming the rank; hvd_check_health() reports
+ *     that sticky failure. No call blocks longer than HVD_TIMEOUT (default 30 s)
+ *     waiting for a peer, except a collective waiting for other ranks to submit
+ *     the same tensor: see HVD_STALL_CHECK_TIME and HVD_STALL_SHUTDOWN_TIME.
+ *   Lifetime: hvd_init reads the environment that dprun sets (HVD_RANK, HVD_SIZE,
+ *     HVD_STORE_ADDR, ...; a process started without them is rank 0 of 1).
+ *     Calls before hvd_init return HVD_NOT_INITIALIZED; calls after hvd_shutdown
+ *     return HVD_SHUT_DOWN until hvd_init is called again.
+ */
+#ifndef HVD_H_
+#define HVD_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  HVD_SUCCESS = 0,
+  HVD_INVALID_ARGUMENT, /* a bad argument: null pointer, negative count, unknown dtype */
+  HVD_INVALID_USAGE,    /* a call that is wrong now: a name already in flight */
+  HVD_NOT_INITIALIZED,  /* hvd_init has not been called */
+  HVD_MISMATCH,         /* ranks disagree about a tensor (dtype, shape, op, ...) */
+  HVD_TIMEOUT,          /* a peer did not answer within HVD_TIMEOUT */
+  HVD_REMOTE_ERROR,     /* a peer was lost or failed */
+  HVD_SHUT_DOWN,        /* the runtime has shut down */
+  HVD_INTERNAL,         /* a bug in dprun: please report it */
+  HVD_IN_PROGRESS       /* hvd_wait timed out before the collective completed */
+} hvd_status_t;
+
+typedef enum {
+  HVD_FLOAT32,
+  HVD_FLOAT64,
+  HVD_FLOAT16,
+  HVD_BFLOAT16,
+  HVD_INT8,
+  HVD_UINT8,
+  HVD_INT32,
+  HVD_INT64
+} hvd_dtype_t;
+
+/* HVD_AVERAGE divides the sum by the number of contributing ranks; on integer
+ * types the division truncates toward zero. */
+typedef enum { HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX, HVD_PRODUCT } hvd_reduce_op_t;
+
+/* An in-flight collective. */
+typedef struct hvd_handle hvd_handle_t;
+
+/* The global process set: every rank. */
+#define HVD_GLOBAL_PROCESS_SET 0
+/* The longest accepted tensor name, in bytes. */
+#define HVD_MAX_NAME_LENGTH 1024
+
+/* ---- Life cycle and topology ---------------------------------------------- */
+
+/* Reads the environment, connects to the other ranks (bounded by HVD_TIMEOUT)
+ * and starts the background thread. Calling it while initialized is a no-op. A
+ * malformed environment variable fails with HVD_INVALID_ARGUMENT naming it. */
+hvd_status_t hvd_init(void);
+/* Stops the background thread after every rank has asked to (bounded by
+ * HVD_TIMEOUT); collectives still pending fail with HVD_SHUT_DOWN. Returns the
+ * background loop's failure if it had one. A no-op when not initialized. */
+hvd_status_t hvd_shutdown(void);
+/* *out = 1 while initialized, else 0. Never fails. */
+hvd_status_t hvd_is_initialized(int* out);
+
+hvd_status_t hvd_rank(int* out);
+hvd_status_t hvd_size(int* out);
+hvd_status_t hvd_local_rank(int* out);
+hvd_status_t hvd_local_size(int* out);
+hvd_status_t hvd_cross_rank(int* out);
+hvd_status_t hvd_cross_size(int* out);
+
+/* HVD_SUCCESS while the background loop is healthy; else the status it failed
+ * with, and hvd_last_error() says why (e.g. "lost rank 2: ..."). */
+hvd_status_t hvd_check_health(void);
+
+/* ---- All-reduce ------------------------------------------------------------ */
+
+/* Reduces `count` elements of `sendbuf` across all ranks into `recvbuf`. Blocks
+ * until done. */
+hvd_status_t hvd_allreduce(const char* name, const void* sendbuf, void* recvbuf, int64_t count,
+                           hvd_dtype_t dtype, hvd_reduce_op_t op);
+
+/* As hvd_allreduce, but returns at once with *handle set; wait on it with
+ * hvd_wait or hvd_poll, then hvd_handle_release it. On failure *handle is NULL. */
+hvd_status_t hvd_allreduce_async(const char* name, const void* sendbuf, void* recvbuf,
+                                 int64_t count, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                                 hvd_handle_t** handle);
+
+/* The extended all-reduce. Initialise with hvd_allreduce_args_init (which sets
+ * every field to its default) and then set what you need; fields added in later
+ * versions go at the end and get defaults there. */
+typedef struct {
+  const char* name;
+  const void* sendbuf;
+  void* recvbuf;
+  int64_t count;
+  hvd_dtype_t dtype;        /* default HVD_FLOAT32 */
+  hvd_reduce_op_t op;       /* default HVD_SUM */
+  double prescale_factor;   /* multiplies each input before the reduction; default 1 */
+  double postscale_factor;  /* multiplies the result; default 1 */
+  int32_t process_set;      /* default HVD_GLOBAL_PROCESS_SET */
+} hvd_allreduce_args_t;
+
+void hvd_allreduce_args_init(hvd_allreduce_args_t* args);
+/* Enqueues; *handle as for hvd_allreduce_async. handle may be NULL to block. */
+hvd_status_t hvd_allreduce_ex(const hvd_allreduce_args_t* args, hvd_handle_t** handle);
+
+/* ---- Handles --------------------------------------------------------------- */
+
+/* *done = 1 once the collective completed (either way), else 0. */
+hvd_status_t hvd_poll(hvd_handle_t* handle, int* done);
+/* Waits up to timeout_ms (negative: until done) and returns the collective's
+ * status, or HVD_IN_PROGRESS if it has not completed yet. */
+hvd_status_t hvd_wait(hvd_handle_t* handle, int64_t timeout_ms);
+/* Frees the handle. Releasing a handle that is still in flight is allowed: the
+ * collective still runs, and its buffers must stay valid until it completes.
+ * NULL is ignored; releasing twice is detected and reported through
+ * hvd_last_error() (HVD_INVALID_ARGUMENT) without harm. */
+void hvd_handle_release(hvd_handle_t* handle);
+
+/* ---- Errors ---------------------------------------------------------------- */
+
+/* "HVD_SUCCESS", "HVD_MISMATCH", ...; never NULL. */
+const char* hvd_status_string(hvd_status_t status);
+/* The detail of the calling thread's last failure; "" if none. Never NULL. */
+const char* hvd_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HVD_H_ */

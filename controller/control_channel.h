@@ -1,0 +1,47 @@
+// ControlChannel: the two primitives the coordinator needs, per communicator.
+//
+// Each cycle every rank calls Gather (the root receives every rank's request list)
+// and then Broadcast (every rank receives the root's response list). Calls are
+// collective and made in the same order on every rank. A failure names the rank
+// that could not be reached; after one the channel is broken.
+//
+// NewGlooControlChannel sends one fixed-size frame per rank per direction: an
+// 8-byte length and up to kFrameBytes-8 bytes of payload, so the usual cycle costs
+// one message each way; longer payloads follow in a second message. Slots come
+// from a counter that advances identically on every rank.
+#ifndef HVD_CONTROLLER_CONTROL_CHANNEL_H_
+#define HVD_CONTROLLER_CONTROL_CHANNEL_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gloo/context.h>
+
+#include "runtime/status.h"
+
+namespace hvd {
+
+class ControlChannel {
+ public:
+  virtual ~ControlChannel() = default;
+
+  // On the root, `all` receives every rank's message (the root's own at its index);
+  // elsewhere `mine` is sent and `all` is left empty.
+  virtual Status Gather(const std::string& mine, std::vector<std::string>* all) = 0;
+
+  // The root's `*msg` reaches every rank, replacing `*msg` there.
+  virtual Status Broadcast(std::string* msg) = 0;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+};
+
+// A channel over `context` with root 0. Each wait is bounded by `timeout`.
+std::unique_ptr<ControlChannel> NewGlooControlChannel(std::shared_ptr<gloo::Context> context,
+                                                      std::chrono::milliseconds timeout);
+
+}  // namespace hvd
+
+#endif  // HVD_CONTROLLER_CONTROL_CHANNEL_H_

@@ -1,0 +1,68 @@
+// Controller: one communicator's negotiation cycle (see docs/protocol.md).
+//
+// Every rank calls Cycle once per background-loop iteration with the requests it
+// enqueued since the last cycle. Rank 0 (the coordinator) gathers every rank's
+// RequestList, feeds the MessageTable, builds the responses for tensors that are
+// now ready on every rank, plans fusion, and broadcasts one ResponseList; every
+// rank returns that same list and executes it in order.
+//
+// The coordinator also:
+//   - turns a rank's self-reported failure into an abort that names the rank;
+//   - fails tensors that wait on a rank that has shut down;
+//   - ends the loop (ResponseList.shutdown) once every rank has asked to shut down;
+//   - runs the stall inspector over tensors some ranks have not submitted.
+// Not thread-safe: only the background thread calls it.
+#ifndef HVD_CONTROLLER_CONTROLLER_H_
+#define HVD_CONTROLLER_CONTROLLER_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "controller/control_channel.h"
+#include "controller/messages.pb.h"
+#include "controller/negotiation.h"
+#include "runtime/status.h"
+
+namespace hvd {
+
+struct ControllerOptions {
+  int64_t fusion_threshold = 128 << 20;
+  // Warn about a tensor some ranks have submitted and others not after this long.
+  std::chrono::milliseconds stall_check{60000};
+  // Fail such a tensor on every rank after this long (0: only warn).
+  std::chrono::milliseconds stall_shutdown{0};
+  // Where warnings go (stderr by default). Injected so tests can capture them.
+  std::function<void(const std::string&)> log;
+  // Called on the coordinator for each tensor when its last rank submitted it.
+  std::function<void(const std::string& name, int last_rank, Clock::duration lag)> on_ready;
+};
+
+class Controller {
+ public:
+  Controller(std::unique_ptr<ControlChannel> channel, ControllerOptions options);
+
+  // One negotiation cycle. `now` comes from the caller's clock.
+  Status Cycle(const proto::RequestList& mine, Clock::time_point now, proto::ResponseList* out);
+
+  int rank() const { return channel_->rank(); }
+  int size() const { return channel_->size(); }
+
+ private:
+  // Coordinator side of Cycle: all lists in, one response list out.
+  void Coordinate(const std::vector<proto::RequestList>& lists, Clock::time_point now,
+                  proto::ResponseList* out);
+  void InspectStalls(Clock::time_point now, std::vector<proto::Response>* errors);
+
+  std::unique_ptr<ControlChannel> channel_;
+  ControllerOptions options_;
+  MessageTable table_;
+  std::vector<bool> shut_down_;
+  Clock::time_point last_stall_check_{};
+};
+
+}  // namespace hvd
+
+#endif  // HVD_CONTROLLER_CONTROLLER_H_

@@ -1,0 +1,297 @@
+#include "controller/negotiation.h"
+
+#include <algorithm>
+#include <functional>
+#include <sstream>
+
+#include "runtime/status.h"
+#include "runtime/types.h"
+
+namespace hvd {
+namespace {
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+std::string ShapeString(const proto::Request& r, int from_dim) {
+  std::string s = "[";
+  for (int i = from_dim; i < r.shape_size(); ++i)
+    s += (i > from_dim ? ", " : "") + std::to_string(r.shape(i));
+  return s + "]";
+}
+
+int64_t NumElements(const proto::Request& r) {
+  int64_t n = 1;
+  for (int64_t d : r.shape()) n *= d;
+  return n;
+}
+
+std::string Number(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+// Groups the ranks by `value(request)`; returns "" when all agree, else
+// "<what> differs across ranks: rank 0 has X; ranks 1, 2 have Y".
+std::string Differ(const std::string& what, const std::vector<proto::Request>& requests,
+                   const std::function<std::string(const proto::Request&)>& value) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (const auto& r : requests) {
+    std::string v = value(r);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == v; });
+    if (it == groups.end()) {
+      groups.push_back({v, {r.request_rank()}});
+    } else {
+      it->second.push_back(r.request_rank());
+    }
+  }
+  if (groups.size() <= 1) return "";
+  std::string s = what + " differs across ranks: ";
+  for (size_t i = 0; i < groups.size(); ++i) {
+    s += (i ? "; " : "") + RankList(groups[i].second) +
+         (groups[i].second.size() == 1 ? " has " : " have ") + groups[i].first;
+  }
+  return s;
+}
+
+proto::ResponseType ResponseTypeFor(proto::RequestType t) {
+  return static_cast<proto::ResponseType>(static_cast<int>(t));
+}
+
+}  // namespace
+
+std::string CheckAgreement(const std::string& name, const std::vector<proto::Request>& requests) {
+  HVD_CHECK(!requests.empty());
+  const auto type = requests[0].type();
+  const std::string prefix =
+      "tensor '" + name + "' (" + OpTypeName(static_cast<OpType>(type)) + "): ";
+  std::string d = Differ("collective", requests, [](const proto::Request& r) {
+    return std::string(OpTypeName(static_cast<OpType>(r.type())));
+  });
+  if (!d.empty()) return "tensor '" + name + "': " + d;
+
+  std::vector<std::function<std::string()>> checks;
+  auto dtype = [&] {
+    return Differ("dtype", requests, [](const proto::Request& r) {
+      return std::string(DataTypeName(static_cast<DataType>(r.dtype())));
+    });
+  };
+  auto count = [&] {
+    return Differ("element count", requests,
+                  [](const proto::Request& r) { return std::to_string(NumElements(r)); });
+  };
+  auto shape = [&] {
+    return Differ("shape", requests, [](const proto::Request& r) { return ShapeString(r, 0); });
+  };
+  auto trailing = [&] {
+    return Differ("shape after the first dimension", requests,
+                  [](const proto::Request& r) { return ShapeString(r, 1); });
+  };
+  auto ndim = [&] {
+    return Differ("number of dimensions", requests,
+                  [](const proto::Request& r) { return std::to_string(r.shape_size()); });
+  };
+  auto op = [&] {
+    return Differ("reduce op", requests, [](const proto::Request& r) {
+      return std::string(ReduceOpName(static_cast<ReduceOp>(r.reduce_op())));
+    });
+  };
+  auto scales = [&] {
+    std::string s = Differ("prescale factor", requests,
+                           [](const proto::Request& r) { return Number(r.prescale_factor()); });
+    if (!s.empty()) return s;
+    return Differ("postscale factor", requests,
+                  [](const proto::Request& r) { return Number(r.postscale_factor()); });
+  };
+  auto root = [&] {
+    return Differ("root rank", requests,
+                  [](const proto::Request& r) { return std::to_string(r.root_rank()); });
+  };
+  auto device = [&] {
+    return Differ("device", requests, [](const proto::Request& r) {
+      return r.device() < 0 ? std::string("cpu") : "cuda:" + std::to_string(r.device());
+    });
+  };
+  auto splits_given = [&] {
+    return Differ("use of split sizes", requests, [](const proto::Request& r) {
+      return std::string(r.splits_size() > 0 ? "splits" : "no splits");
+    });
+  };
+
+  switch (type) {
+    case proto::ALLREDUCE: checks = {dtype, count, op, scales, device}; break;
+    case proto::ALLGATHER: checks = {dtype, ndim, trailing, device}; break;
+    case proto::BROADCAST: checks = {dtype, shape, root, device}; break;
+    case proto::ALLTOALL: checks = {dtype, ndim, trailing, splits_given, device}; break;
+    case proto::REDUCESCATTER: checks = {dtype, shape, op, scales, device}; break;
+    case proto::BARRIER:
+    case proto::JOIN: break;
+    default: return prefix + "unknown collective " + std::to_string(type);
+  }
+  for (auto& check : checks) {
+    std::string s = check();
+    if (!s.empty()) return prefix + s;
+  }
+  return "";
+}
+
+MessageTable::MessageTable(int size) : size_(size) {}
+
+void MessageTable::Add(int rank, const proto::Request& request, Clock::time_point now) {
+  auto [it, inserted] = entries_.try_emplace(request.name());
+  Entry& e = it->second;
+  if (inserted) {
+    e.requests.resize(size_);
+    e.have.assign(size_, false);
+    e.first_seen = now;
+  }
+  if (e.have[rank]) {
+    e.duplicate = true;
+    e.duplicate_rank = rank;
+    return;
+  }
+  e.requests[rank] = request;
+  e.requests[rank].set_request_rank(rank);
+  e.have[rank] = true;
+  ++e.count;
+  e.last_seen = now;
+  e.last_rank = rank;
+  if (IsReady(e)) ready_.push_back(request.name());
+}
+
+bool MessageTable::IsReady(const Entry& e) const {
+  if (e.count == size_) return true;
+  if (joined_.empty()) return false;
+  // Joined ranks stand in for allreduce only; the first present request decides.
+  for (int r = 0; r < size_; ++r) {
+    if (!e.have[r]) continue;
+    if (e.requests[r].type() != proto::ALLREDUCE) return false;
+    break;
+  }
+  for (int r = 0; r < size_; ++r)
+    if (!e.have[r] && joined_.count(r) == 0) return false;
+  return true;
+}
+
+void MessageTable::SetJoined(const std::set<int>& joined) {
+  joined_ = joined;
+  if (joined_.empty()) return;
+  for (auto& [name, e] : entries_) {
+    if (IsReady(e) && std::find(ready_.begin(), ready_.end(), name) == ready_.end())
+      ready_.push_back(name);
+  }
+}
+
+std::vector<std::string> MessageTable::TakeReady() {
+  std::vector<std::string> out;
+  out.swap(ready_);
+  return out;
+}
+
+proto::Response MessageTable::BuildResponse(const std::string& name) {
+  auto it = entries_.find(name);
+  HVD_CHECK_MSG(it != entries_.end(), "no entry for tensor '" + name + "'");
+  Entry e = std::move(it->second);
+  entries_.erase(it);
+
+  std::vector<proto::Request> present;
+  std::vector<int32_t> joined;
+  for (int r = 0; r < size_; ++r) {
+    if (e.have[r]) {
+      present.push_back(e.requests[r]);
+    } else {
+      joined.push_back(r);
+    }
+  }
+  last_arrival_ = {e.last_rank, e.last_seen - e.first_seen};
+
+  proto::Response resp;
+  resp.add_names(name);
+  std::string error;
+  if (e.duplicate) {
+    error = "tensor '" + name + "' was submitted twice by rank " +
+            std::to_string(e.duplicate_rank) + " before it completed";
+  } else {
+    error = CheckAgreement(name, present);
+  }
+  if (!error.empty()) {
+    resp.set_type(proto::RESPONSE_ERROR);
+    resp.set_error_code(static_cast<int>(StatusCode::kMismatch));
+    resp.set_error_message(error);
+    return resp;
+  }
+  const proto::Request& first = present[0];
+  resp.set_type(ResponseTypeFor(first.type()));
+  resp.set_dtype(first.dtype());
+  resp.set_reduce_op(first.reduce_op());
+  resp.set_prescale_factor(first.prescale_factor());
+  resp.set_postscale_factor(first.postscale_factor());
+  resp.set_root_rank(first.root_rank());
+  resp.set_device(first.device());
+  for (int r : joined) resp.add_joined_ranks(r);
+
+  int64_t row = 1;
+  for (int i = 1; i < first.shape_size(); ++i) row *= first.shape(i);
+  switch (first.type()) {
+    case proto::ALLGATHER:
+      // counts = elements per first-dimension row; rank_dims = each rank's rows.
+      resp.add_counts(row);
+      for (const auto& r : present) resp.add_rank_dims(r.shape_size() ? r.shape(0) : 0);
+      break;
+    case proto::ALLTOALL:
+      resp.add_counts(row);
+      break;
+    default: {
+      int64_t n = 1;
+      for (int64_t d : first.shape()) n *= d;
+      resp.add_counts(first.shape_size() ? n : 0);
+      if (first.type() == proto::REDUCESCATTER) resp.add_rank_dims(first.shape_size() ? first.shape(0) : 0);
+    }
+  }
+  return resp;
+}
+
+std::vector<proto::Response> MessageTable::FailWaitingOn(int rank, int error_code,
+                                                         const std::string& why) {
+  std::vector<proto::Response> out;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->second.have[rank]) {
+      ++it;
+      continue;
+    }
+    const std::string name = it->first;
+    ++it;
+    out.push_back(Fail(name, error_code, "tensor '" + name + "' can no longer complete: " + why));
+  }
+  return out;
+}
+
+proto::Response MessageTable::Fail(const std::string& name, int error_code,
+                                   const std::string& message) {
+  entries_.erase(name);
+  ready_.erase(std::remove(ready_.begin(), ready_.end(), name), ready_.end());
+  proto::Response resp;
+  resp.set_type(proto::RESPONSE_ERROR);
+  resp.add_names(name);
+  resp.set_error_code(error_code);
+  resp.set_error_message(message);
+  return resp;
+}
+
+std::vector<PendingTensor> MessageTable::Pending() const {
+  std::vector<PendingTensor> out;
+  for (const auto& [name, e] : entries_) {
+    PendingTensor p{name, {}, {}, e.first_seen};
+    for (int r = 0; r < size_; ++r) (e.have[r] ? p.submitted : p.missing).push_back(r);
+    out.push_back(std::move(p));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const PendingTensor& a, const PendingTensor& b) { return a.first_seen < b.first_seen; });
+  return out;
+}
+
+}  // namespace hvd

@@ -1,0 +1,55 @@
+// Backend: moves bytes among the ranks of one communicator (the global set or a
+// process set). Backends know nothing of tensors, names or negotiation: the
+// executor (runtime/executor.h) hands them flat host buffers in the agreed order.
+//
+// Every call is collective: each rank of the communicator makes the same calls in
+// the same order. A failure (peer lost, timeout) returns kRemoteError or kTimeout
+// and leaves the backend broken; the runtime then fails all outstanding work.
+// Not thread-safe: only the background thread calls a backend.
+#ifndef HVD_RUNTIME_BACKEND_H_
+#define HVD_RUNTIME_BACKEND_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/status.h"
+#include "runtime/types.h"
+
+namespace hvd {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const char* Name() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Reduces `count` elements at `buf` in place across all ranks; every rank ends
+  // with bitwise-identical bytes. AVERAGE reduces as SUM: the caller divides.
+  virtual Status Allreduce(void* buf, int64_t count, DataType dtype, ReduceOp op) = 0;
+
+  // Concatenates each rank's `in` (rank r sends bytes_per_rank[r] bytes) into `out`
+  // in rank order; `out` holds the sum of bytes_per_rank.
+  virtual Status Allgatherv(const void* in, void* out,
+                            const std::vector<int64_t>& bytes_per_rank) = 0;
+
+  // Copies `bytes` bytes at `buf` from `root` to every rank.
+  virtual Status Broadcast(void* buf, int64_t bytes, int root) = 0;
+
+  // Sends send_bytes[r] bytes (consecutive in `in`) to each rank r and receives
+  // recv_bytes[r] bytes from each rank r into `out`, in rank order.
+  virtual Status Alltoallv(const void* in, const std::vector<int64_t>& send_bytes, void* out,
+                           const std::vector<int64_t>& recv_bytes) = 0;
+
+  // Reduces `buf` (sum over recv_counts elements) and leaves rank r's block,
+  // recv_counts[r] elements, at the start of `out`. `buf` may be clobbered.
+  virtual Status ReduceScatter(void* buf, void* out, const std::vector<int64_t>& recv_counts,
+                               DataType dtype, ReduceOp op) = 0;
+
+  virtual Status Barrier() = 0;
+};
+
+}  // namespace hvd
+
+#endif  // HVD_RUNTIME_BACKEND_H_

@@ -1,0 +1,79 @@
+// Executor: runs one agreed response on this rank (thin execution; the plan was
+// made by the coordinator).
+//
+// For a fused all-reduce it copies each input into the persistent fusion buffer
+// (applying the prescale factor on the way in), all-reduces the buffer once, and
+// copies each tensor out (dividing for AVERAGE and applying the postscale factor on
+// the way out). A single tensor is reduced in its output buffer directly. Ranks
+// that have joined have no entry and contribute the op's identity.
+//
+// Execute completes every present entry's Work. It returns non-OK only when the
+// backend failed, which breaks the communicator; per-tensor errors agreed by the
+// coordinator complete the entries and return OK.
+// Not thread-safe: only the background thread uses it.
+#ifndef HVD_RUNTIME_EXECUTOR_H_
+#define HVD_RUNTIME_EXECUTOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "controller/messages.pb.h"
+#include "runtime/backend.h"
+#include "runtime/tensor_queue.h"
+
+namespace hvd {
+
+// A growable buffer that is allocated once and kept: no large allocation per
+// collective (glibc would unmap and remap blocks over its mmap threshold each time).
+class FusionBuffer {
+ public:
+  // At least `bytes` bytes, 64-byte aligned; contents are unspecified.
+  uint8_t* Get(size_t bytes);
+  size_t capacity() const { return capacity_; }
+
+ private:
+  struct Free { void operator()(uint8_t* p) const; };
+  std::unique_ptr<uint8_t, Free> data_;
+  size_t capacity_ = 0;
+};
+
+// Phases a response goes through, for the timeline.
+enum class Phase { kCopyIn, kCollective, kCopyOut };
+
+class Executor {
+ public:
+  // `on_phase(names, phase, begin)` is called around each phase when set.
+  using PhaseHook = std::function<void(const proto::Response&, Phase, bool begin)>;
+
+  explicit Executor(Backend* backend, PhaseHook on_phase = nullptr)
+      : backend_(backend), on_phase_(std::move(on_phase)) {}
+
+  // `entries[i]` is this rank's entry for response.names(i), or null if it has none.
+  Status Execute(const proto::Response& response, const std::vector<TensorEntry*>& entries);
+
+ private:
+  Status Allreduce(const proto::Response& r, const std::vector<TensorEntry*>& entries);
+  Status Allgather(const proto::Response& r, const std::vector<TensorEntry*>& entries);
+  Status Broadcast(const proto::Response& r, const std::vector<TensorEntry*>& entries);
+  Status Alltoall(const proto::Response& r, const std::vector<TensorEntry*>& entries);
+  Status Reducescatter(const proto::Response& r, const std::vector<TensorEntry*>& entries);
+  Status Barrier(const proto::Response& r, const std::vector<TensorEntry*>& entries);
+  Status Join(const proto::Response& r, const std::vector<TensorEntry*>& entries);
+
+  void Mark(const proto::Response& r, Phase p, bool begin) {
+    if (on_phase_) on_phase_(r, p, begin);
+  }
+
+  Backend* backend_;
+  PhaseHook on_phase_;
+  FusionBuffer fusion_;
+  FusionBuffer scratch_;
+};
+
+// Completes every present entry with `status`.
+void CompleteAll(const std::vector<TensorEntry*>& entries, const Status& status);
+
+}  // namespace hvd
+
+#endif  // HVD_RUNTIME_EXECUTOR_H_

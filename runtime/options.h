@@ -1,0 +1,63 @@
+// RuntimeOptions: every tunable of a Runtime, with its default, and the one
+// function in the code base that reads environment variables.
+//
+// Each HVD_* variable also accepts Horovod's HOROVOD_* name where Horovod has one
+// (HVD_ wins when both are set). A malformed value fails FromEnv with an
+// InvalidArgument status naming the variable and the value.
+#ifndef HVD_RUNTIME_OPTIONS_H_
+#define HVD_RUNTIME_OPTIONS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "runtime/status.h"
+
+namespace hvd {
+
+struct RuntimeOptions {
+  // --- Job layout (set by dprun; a process started without a launcher is rank 0 of 1).
+  int rank = 0;               // HVD_RANK
+  int size = 1;               // HVD_SIZE
+  int local_rank = 0;         // HVD_LOCAL_RANK
+  int local_size = 1;         // HVD_LOCAL_SIZE
+  int cross_rank = 0;         // HVD_CROSS_RANK
+  int cross_size = 1;         // HVD_CROSS_SIZE
+
+  // --- Rendezvous.
+  std::string store_addr;     // HVD_STORE_ADDR "host:port"; empty: no store (size must be 1)
+  std::string store_secret;   // HVD_STORE_SECRET
+  std::string job_id;         // HVD_JOB_ID, a key prefix so jobs sharing a store never collide
+
+  // --- Gloo transport. Local jobs must bind loopback.
+  std::string gloo_hostname = "127.0.0.1";  // HVD_GLOO_HOSTNAME
+  std::string gloo_iface;                    // HVD_GLOO_IFACE (wins over the hostname if set)
+
+  // --- Coordination and fusion.
+  std::chrono::microseconds cycle_time{1000};  // HVD_CYCLE_TIME (ms, fractional allowed), HOROVOD_CYCLE_TIME
+  int64_t fusion_threshold = 128 << 20;        // HVD_FUSION_THRESHOLD (bytes; 0 disables), HOROVOD_FUSION_THRESHOLD
+  int64_t cache_capacity = 1024;               // HVD_CACHE_CAPACITY (0 disables), HOROVOD_CACHE_CAPACITY
+
+  // --- Bounds on waiting.
+  std::chrono::milliseconds timeout{30000};     // HVD_TIMEOUT (s): a collective, a cycle or rendezvous
+  std::chrono::milliseconds stall_check{60000}; // HVD_STALL_CHECK_TIME (s), HOROVOD_STALL_CHECK_TIME_SECONDS
+  std::chrono::milliseconds stall_shutdown{0};  // HVD_STALL_SHUTDOWN_TIME (s; 0 = only warn), HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
+
+  // --- Diagnostics.
+  std::string timeline_path;   // HVD_TIMELINE, HOROVOD_TIMELINE
+  bool log_cycles = false;     // HVD_LOG_CYCLES=1: log every non-empty cycle to stderr
+
+  // Reads the variables above through `getenv_fn` (defaults to ::getenv).
+  // Unset variables keep their defaults.
+  using GetEnv = std::function<const char*(const char*)>;
+  static Status FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn = nullptr);
+
+  // Checks cross-field rules (rank < size, ...). FromEnv calls it.
+  Status Validate() const;
+};
+
+}  // namespace hvd
+
+#endif  // HVD_RUNTIME_OPTIONS_H_

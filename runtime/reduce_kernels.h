@@ -1,0 +1,42 @@
+// Element-wise kernels: the arithmetic every CPU backend shares.
+//
+// float16 and bfloat16 are computed in float32 and rounded back to nearest-even.
+// Integer sums and products wrap modulo 2^bits (never undefined behaviour).
+// AVERAGE reduces as SUM; the division by the contributor count is a separate step
+// (DivideBuffer) so that every backend divides exactly once.
+#ifndef HVD_RUNTIME_REDUCE_KERNELS_H_
+#define HVD_RUNTIME_REDUCE_KERNELS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/types.h"
+
+namespace hvd {
+
+// dst[i] = op(a[i], b[i]) for i < n. dst may equal a or b.
+using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t n);
+
+// The kernel for (dtype, op); AVERAGE gives the SUM kernel. Never null for valid input.
+ReduceFn GetReduceFn(DataType dtype, ReduceOp op);
+
+// dst[i] = src[i] * factor (dst may equal src). factor == 1 copies (memmove when needed).
+// Integers are scaled in double and truncated toward zero.
+void ScaledCopy(DataType dtype, void* dst, const void* src, size_t n, double factor);
+
+// buf[i] /= divisor. Integers use integer division (truncation toward zero), matching
+// C and PyTorch's `torch.div(rounding_mode='trunc')`.
+void DivideBuffer(DataType dtype, void* buf, size_t n, int64_t divisor);
+
+// Fills n elements with the identity of `op` (0 for sum/average, 1 for product,
+// the type's max for min and lowest for max): what a joined rank contributes.
+void FillIdentity(DataType dtype, ReduceOp op, void* buf, size_t n);
+
+uint16_t FloatToHalf(float f);
+float HalfToFloat(uint16_t h);
+uint16_t FloatToBFloat16(float f);
+float BFloat16ToFloat(uint16_t b);
+
+}  // namespace hvd
+
+#endif  // HVD_RUNTIME_REDUCE_KERNELS_H_

@@ -1,0 +1,122 @@
+// Runtime: one rank's dprun instance. It owns the background thread, the tensor
+// queue, the controller, the backend, the fusion buffer and (later) the timeline.
+// There are no globals: tests run several Runtimes in one process, each with its
+// own store view; the C API keeps one default instance.
+//
+// Life cycle: Create connects to the other ranks (bounded by options.timeout) and
+// starts the background loop. Enqueue hands collectives to the loop and returns at
+// once; the loop negotiates them with the other ranks every cycle and completes
+// each Work. Shutdown asks the other ranks to stop too, waits for the loop to end
+// and fails whatever is still queued with kShutDown.
+//
+// A failure of the loop (a lost or frozen rank, a broken backend) is sticky:
+// LoopStatus() returns it, every queued Work completes with it, and later Enqueue
+// calls return it.
+// Thread-safe: any thread may enqueue.
+#ifndef HVD_RUNTIME_RUNTIME_H_
+#define HVD_RUNTIME_RUNTIME_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "controller/controller.h"
+#include "controller/store.h"
+#include "runtime/backend.h"
+#include "runtime/executor.h"
+#include "runtime/options.h"
+#include "runtime/tensor_queue.h"
+#include "runtime/work.h"
+
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+}
+}  // namespace gloo
+
+namespace hvd {
+
+// The arguments of one allreduce. Buffers belong to the caller and must stay valid
+// until the Work completes; input == output is in place.
+struct AllreduceArgs {
+  std::string name;
+  const void* input = nullptr;
+  void* output = nullptr;
+  int64_t count = 0;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  double prescale_factor = 1.0;
+  double postscale_factor = 1.0;
+  int process_set = 0;
+};
+
+class Runtime {
+ public:
+  // `store` is this job's rendezvous store (already scoped to the job). It must be
+  // shared by all `options.size` ranks.
+  static Status Create(const RuntimeOptions& options, std::shared_ptr<Store> store,
+                       std::unique_ptr<Runtime>* out);
+  ~Runtime();
+
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Idempotent. Returns the loop's failure if it had one, else OK.
+  Status Shutdown();
+
+  const RuntimeOptions& options() const { return options_; }
+  int rank() const { return options_.rank; }
+  int size() const { return options_.size; }
+
+  Status Allreduce(const AllreduceArgs& args, std::shared_ptr<Work>* work);
+
+  // Validates and enqueues entries atomically (a group), creating their Works,
+  // which come back in `works` in the order of `entries`.
+  Status Enqueue(std::vector<TensorEntry> entries, int process_set,
+                 std::vector<std::shared_ptr<Work>>* works);
+
+  // OK while the loop is healthy; its failure after it failed.
+  Status LoopStatus() const;
+
+ private:
+  struct Communicator {
+    int id = 0;
+    std::shared_ptr<gloo::Context> context;
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<Controller> controller;
+    std::unique_ptr<Executor> executor;
+    TensorQueue queue;
+  };
+
+  explicit Runtime(const RuntimeOptions& options);
+  Status Start(std::shared_ptr<Store> store);
+  void Loop();
+  // One cycle on `comm`. Returns false when the loop must end.
+  bool RunCycle(Communicator* comm, Clock::time_point now);
+  void ExecuteResponse(Communicator* comm, const proto::Response& response);
+  void Abort(const Status& status);
+  Status ValidateEntry(const TensorEntry& e) const;
+
+  const RuntimeOptions options_;
+  std::shared_ptr<Store> store_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::vector<std::unique_ptr<Communicator>> comms_;  // comms_[0] is the global set
+
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool shutdown_requested_ = false;
+  Clock::time_point shutdown_requested_at_{};
+  bool loop_done_ = false;
+  Status loop_status_;
+  // A failure this rank's data plane saw, reported to the coordinator next cycle.
+  Status local_failure_;
+};
+
+}  // namespace hvd
+
+#endif  // HVD_RUNTIME_RUNTIME_H_

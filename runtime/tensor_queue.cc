@@ -1,0 +1,80 @@
+#include "runtime/tensor_queue.h"
+
+#include <unordered_set>
+
+namespace hvd {
+
+int64_t TensorEntry::NumElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return shape.empty() ? 0 : n;
+}
+
+proto::Request TensorEntry::ToRequest(int rank) const {
+  proto::Request r;
+  r.set_request_rank(rank);
+  r.set_type(static_cast<proto::RequestType>(type));
+  r.set_name(name);
+  r.set_dtype(static_cast<int>(dtype));
+  r.set_reduce_op(static_cast<int>(reduce_op));
+  for (int64_t d : shape) r.add_shape(d);
+  r.set_prescale_factor(prescale_factor);
+  r.set_postscale_factor(postscale_factor);
+  r.set_root_rank(root_rank);
+  r.set_device(device);
+  for (int64_t s : splits) r.add_splits(s);
+  r.set_group_id(group_id);
+  r.set_group_size(group_size);
+  return r;
+}
+
+Status TensorQueue::Enqueue(std::vector<TensorEntry> entries, int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!refusal_.ok()) return refusal_;
+  std::unordered_set<std::string> names;
+  for (const auto& e : entries) {
+    if (entries_.count(e.name) || !names.insert(e.name).second)
+      return Status::InvalidUsage("tensor '" + e.name +
+                                  "' is already in flight: a name may be enqueued again only "
+                                  "after its earlier collective completed");
+  }
+  for (auto& e : entries) {
+    new_requests_.push_back(e.ToRequest(rank));
+    std::string name = e.name;
+    entries_.emplace(std::move(name), std::move(e));
+  }
+  return Status::OK();
+}
+
+void TensorQueue::PopRequests(std::vector<proto::Request>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  out->swap(new_requests_);
+  new_requests_.clear();
+}
+
+bool TensorQueue::Take(const std::string& name, TensorEntry* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return false;
+  *out = std::move(it->second);
+  entries_.erase(it);
+  return true;
+}
+
+void TensorQueue::FailAll(const Status& status, bool refuse_new) {
+  std::unordered_map<std::string, TensorEntry> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failed.swap(entries_);
+    new_requests_.clear();
+    if (refuse_new) refusal_ = status;
+  }
+  for (auto& [name, e] : failed) e.work->Complete(status);
+}
+
+size_t TensorQueue::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
+}  // namespace hvd

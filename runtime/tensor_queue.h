@@ -1,0 +1,77 @@
+// TensorEntry and TensorQueue: this rank's collectives between enqueue and completion.
+//
+// User threads Enqueue; the background thread takes the new requests each cycle
+// (PopRequests), and after negotiation takes the entries named by each response
+// (Take). A name stays reserved from Enqueue until its entry is taken, so the same
+// name enqueued twice while in flight is refused with kInvalidUsage.
+// Thread-safe; no lock is held while communicating.
+#ifndef HVD_RUNTIME_TENSOR_QUEUE_H_
+#define HVD_RUNTIME_TENSOR_QUEUE_H_
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "controller/messages.pb.h"
+#include "runtime/status.h"
+#include "runtime/types.h"
+#include "runtime/work.h"
+
+namespace hvd {
+
+// One collective as this rank enqueued it. Buffers belong to the caller and must
+// stay valid until the Work completes.
+struct TensorEntry {
+  std::string name;
+  OpType type = OpType::kAllreduce;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  const void* input = nullptr;
+  void* output = nullptr;
+  // Full shape; an allreduce of `count` elements has shape {count}.
+  std::vector<int64_t> shape;
+  double prescale_factor = 1.0;
+  double postscale_factor = 1.0;
+  int root_rank = 0;
+  int device = -1;
+  std::vector<int64_t> splits;
+  int64_t group_id = 0;
+  int group_size = 0;
+  std::shared_ptr<Work> work;
+  std::chrono::steady_clock::time_point enqueued;
+
+  int64_t NumElements() const;
+  proto::Request ToRequest(int rank) const;
+};
+
+class TensorQueue {
+ public:
+  // Adds entries atomically (a group goes in one cycle). Refuses with kInvalidUsage,
+  // adding none, if a name is already in flight or repeated in `entries`.
+  Status Enqueue(std::vector<TensorEntry> entries, int rank);
+
+  // Moves the requests added since the last call into `out`.
+  void PopRequests(std::vector<proto::Request>* out);
+
+  // Removes the entry for `name`; false if this rank has none.
+  bool Take(const std::string& name, TensorEntry* out);
+
+  // Completes every entry with `status` and empties the queue; later Enqueue calls
+  // are refused with `status` too when `refuse_new` is set.
+  void FailAll(const Status& status, bool refuse_new);
+
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, TensorEntry> entries_;
+  std::vector<proto::Request> new_requests_;
+  Status refusal_;
+};
+
+}  // namespace hvd
+
+#endif  // HVD_RUNTIME_TENSOR_QUEUE_H_

@@ -1,0 +1,79 @@
+// Work: the completion state of one enqueued collective, shared between the caller
+// (through a C API handle) and the background thread.
+//
+// The background thread calls Complete exactly once; callers Poll or Wait. Results
+// whose size is known only after negotiation (allgather, alltoall) are owned by
+// the Work and read through result() after it completed successfully.
+// Thread-safe.
+#ifndef HVD_RUNTIME_WORK_H_
+#define HVD_RUNTIME_WORK_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/status.h"
+
+namespace hvd {
+
+class Work {
+ public:
+  explicit Work(std::string name) : name_(std::move(name)) {}
+
+  const std::string& name() const { return name_; }
+
+  bool Poll() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+
+  // Waits up to `timeout` (negative: until done). Returns kInProgress if still
+  // running, else the final status.
+  Status Wait(std::chrono::milliseconds timeout) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (timeout.count() < 0) {
+      cv_.wait(lock, [&] { return done_; });
+    } else if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
+      return Status::InProgress("tensor '" + name_ + "' is still in progress after " +
+                                std::to_string(timeout.count()) + " ms");
+    }
+    return status_;
+  }
+
+  // Sets the final status; later calls are ignored (the first completion wins).
+  void Complete(Status status) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (done_) return;
+      status_ = std::move(status);
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  // Runtime-owned results. Written by the background thread before Complete;
+  // read by the caller only after a successful Wait.
+  std::vector<uint8_t>& result() { return result_; }
+  std::vector<int64_t>& result_shape() { return result_shape_; }
+  std::vector<int64_t>& received_splits() { return received_splits_; }
+  // For join: the last rank to join.
+  int64_t& scalar_result() { return scalar_result_; }
+
+ private:
+  const std::string name_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+  std::vector<uint8_t> result_;
+  std::vector<int64_t> result_shape_;
+  std::vector<int64_t> received_splits_;
+  int64_t scalar_result_ = -1;
+};
+
+}  // namespace hvd
+
+#endif  // HVD_RUNTIME_WORK_H_

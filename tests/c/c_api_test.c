@@ -1,0 +1,98 @@
+/* The C API compiled as C: single-process behaviour of every entry point. */
+#include <stdio.h>
+#include <string.h>
+
+#include "hvd.h"
+
+static int failures = 0;
+static int checks = 0;
+
+#define EXPECT(cond)                                                  \
+  do {                                                                \
+    ++checks;                                                         \
+    if (!(cond)) {                                                    \
+      ++failures;                                                     \
+      fprintf(stderr, "%s:%d: expected %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              hvd_last_error());                                      \
+    }                                                                 \
+  } while (0)
+
+int main(void) {
+  int v = -1;
+  float buf[4] = {1, 2, 3, 4};
+  float out[4] = {0};
+  hvd_handle_t* h = NULL;
+  int done = 0;
+
+  /* Before init. */
+  EXPECT(hvd_rank(&v) == HVD_NOT_INITIALIZED);
+  EXPECT(strstr(hvd_last_error(), "hvd_init") != NULL);
+  EXPECT(hvd_allreduce("x", buf, out, 4, HVD_FLOAT32, HVD_SUM) == HVD_NOT_INITIALIZED);
+  EXPECT(hvd_is_initialized(&v) == HVD_SUCCESS && v == 0);
+  EXPECT(strcmp(hvd_status_string(HVD_MISMATCH), "HVD_MISMATCH") == 0);
+
+  /* Init: without dprun this is rank 0 of 1. Twice is a no-op. */
+  EXPECT(hvd_init() == HVD_SUCCESS);
+  EXPECT(hvd_init() == HVD_SUCCESS);
+  EXPECT(hvd_is_initialized(&v) == HVD_SUCCESS && v == 1);
+  EXPECT(hvd_rank(&v) == HVD_SUCCESS && v == 0);
+  EXPECT(hvd_size(&v) == HVD_SUCCESS && v == 1);
+  EXPECT(hvd_local_size(&v) == HVD_SUCCESS && v == 1);
+  EXPECT(hvd_cross_size(&v) == HVD_SUCCESS && v == 1);
+  EXPECT(hvd_rank(NULL) == HVD_INVALID_ARGUMENT);
+  EXPECT(hvd_check_health() == HVD_SUCCESS);
+
+  /* Blocking, async and extended all-reduce. */
+  EXPECT(hvd_allreduce("a", buf, out, 4, HVD_FLOAT32, HVD_SUM) == HVD_SUCCESS);
+  EXPECT(out[3] == 4.0f);
+  EXPECT(hvd_allreduce_async("b", buf, buf, 4, HVD_FLOAT32, HVD_AVERAGE, &h) == HVD_SUCCESS);
+  EXPECT(h != NULL);
+  EXPECT(hvd_wait(h, 10000) == HVD_SUCCESS);
+  EXPECT(hvd_poll(h, &done) == HVD_SUCCESS && done == 1);
+  hvd_handle_release(h);
+  hvd_handle_release(h); /* Twice: detected, harmless. */
+  EXPECT(strstr(hvd_last_error(), "unknown handle") != NULL);
+  EXPECT(hvd_poll(h, &done) == HVD_INVALID_ARGUMENT);
+  EXPECT(hvd_wait(NULL, 0) == HVD_INVALID_ARGUMENT);
+
+  hvd_allreduce_args_t args;
+  hvd_allreduce_args_init(&args);
+  args.name = "scaled";
+  args.sendbuf = buf;
+  args.recvbuf = out;
+  args.count = 4;
+  args.prescale_factor = 2.0;
+  args.postscale_factor = 0.5;
+  EXPECT(hvd_allreduce_ex(&args, NULL) == HVD_SUCCESS);
+  EXPECT(out[1] == buf[1]);
+
+  /* Bad arguments, each with its own status. */
+  EXPECT(hvd_allreduce(NULL, buf, out, 4, HVD_FLOAT32, HVD_SUM) == HVD_INVALID_ARGUMENT);
+  EXPECT(hvd_allreduce("neg", buf, out, -1, HVD_FLOAT32, HVD_SUM) == HVD_INVALID_ARGUMENT);
+  EXPECT(strstr(hvd_last_error(), "negative count") != NULL);
+  EXPECT(hvd_allreduce("null", NULL, out, 4, HVD_FLOAT32, HVD_SUM) == HVD_INVALID_ARGUMENT);
+  EXPECT(hvd_allreduce("empty-null", NULL, NULL, 0, HVD_FLOAT32, HVD_SUM) == HVD_SUCCESS);
+  EXPECT(hvd_allreduce("dtype", buf, out, 4, (hvd_dtype_t)42, HVD_SUM) == HVD_INVALID_ARGUMENT);
+  EXPECT(hvd_allreduce("op", buf, out, 4, HVD_FLOAT32, (hvd_reduce_op_t)9) == HVD_INVALID_ARGUMENT);
+  EXPECT(hvd_allreduce("", buf, out, 4, HVD_FLOAT32, HVD_SUM) == HVD_INVALID_ARGUMENT);
+  {
+    char long_name[HVD_MAX_NAME_LENGTH + 2];
+    memset(long_name, 'n', sizeof(long_name) - 1);
+    long_name[sizeof(long_name) - 1] = '\0';
+    EXPECT(hvd_allreduce(long_name, buf, out, 4, HVD_FLOAT32, HVD_SUM) == HVD_INVALID_ARGUMENT);
+  }
+  EXPECT(hvd_allreduce_async("nohandle", buf, out, 4, HVD_FLOAT32, HVD_SUM, NULL) ==
+         HVD_INVALID_ARGUMENT);
+
+  /* Shutdown, then every call says so; init again works. */
+  EXPECT(hvd_shutdown() == HVD_SUCCESS);
+  EXPECT(hvd_shutdown() == HVD_SUCCESS);
+  EXPECT(hvd_rank(&v) == HVD_SHUT_DOWN);
+  EXPECT(hvd_allreduce("late", buf, out, 4, HVD_FLOAT32, HVD_SUM) == HVD_SHUT_DOWN);
+  EXPECT(hvd_init() == HVD_SUCCESS);
+  EXPECT(hvd_allreduce("again", buf, out, 4, HVD_FLOAT32, HVD_SUM) == HVD_SUCCESS);
+  EXPECT(hvd_shutdown() == HVD_SUCCESS);
+
+  printf("%d passed, %d failed\n", checks - failures, failures);
+  return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,112 @@
+#include "tests/test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+#include "controller/store.h"
+#include "runtime/reduce_kernels.h"
+
+namespace hvd {
+namespace testing {
+
+RuntimeOptions TestOptions(int rank, int size) {
+  RuntimeOptions o;
+  o.rank = rank;
+  o.size = size;
+  o.local_rank = rank;
+  o.local_size = size;
+  o.gloo_hostname = "127.0.0.1";
+  o.timeout = std::chrono::milliseconds(20000);
+  o.cycle_time = std::chrono::microseconds(1000);
+  return o;
+}
+
+void RunRanks(int size, const std::function<void(int rank, Runtime& rt)>& fn,
+              const std::function<void(RuntimeOptions&)>& adjust) {
+  auto store = NewInMemoryStore();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      RuntimeOptions o = TestOptions(r, size);
+      if (adjust) adjust(o);
+      std::unique_ptr<Runtime> rt;
+      Status s = Runtime::Create(o, store, &rt);
+      if (!s.ok()) {
+        ADD_FAILURE() << "rank " << r << ": Runtime::Create failed: " << s.ToString();
+        return;
+      }
+      fn(r, *rt);
+      Status shut = rt->Shutdown();
+      EXPECT_TRUE(shut.ok()) << "rank " << r << ": " << shut.ToString();
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+Status AllreduceSync(Runtime& rt, const std::string& name, const void* in, void* out,
+                     int64_t count, DataType dtype, ReduceOp op, double prescale,
+                     double postscale) {
+  AllreduceArgs args;
+  args.name = name;
+  args.input = in;
+  args.output = out;
+  args.count = count;
+  args.dtype = dtype;
+  args.op = op;
+  args.prescale_factor = prescale;
+  args.postscale_factor = postscale;
+  std::shared_ptr<Work> work;
+  HVD_RETURN_IF_ERROR(rt.Allreduce(args, &work));
+  return work->Wait(std::chrono::milliseconds(60000));
+}
+
+std::vector<double> RankData(int rank, int64_t count, uint32_t seed) {
+  std::mt19937 gen(seed * 7919u + static_cast<uint32_t>(rank) * 104729u);
+  std::uniform_int_distribution<int> dist(-4, 4);
+  std::vector<double> v(count);
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
+std::vector<uint8_t> Encode(const std::vector<double>& v, DataType dtype) {
+  const size_t elem = DataTypeSize(dtype);
+  std::vector<uint8_t> out(v.size() * elem);
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint8_t* p = out.data() + i * elem;
+    switch (dtype) {
+      case DataType::kFloat32: { float f = static_cast<float>(v[i]); std::memcpy(p, &f, 4); break; }
+      case DataType::kFloat64: std::memcpy(p, &v[i], 8); break;
+      case DataType::kFloat16: { uint16_t h = FloatToHalf(static_cast<float>(v[i])); std::memcpy(p, &h, 2); break; }
+      case DataType::kBFloat16: { uint16_t h = FloatToBFloat16(static_cast<float>(v[i])); std::memcpy(p, &h, 2); break; }
+      case DataType::kInt8: { int8_t x = static_cast<int8_t>(v[i]); std::memcpy(p, &x, 1); break; }
+      case DataType::kUInt8: { uint8_t x = static_cast<uint8_t>(static_cast<int64_t>(v[i])); std::memcpy(p, &x, 1); break; }
+      case DataType::kInt32: { int32_t x = static_cast<int32_t>(v[i]); std::memcpy(p, &x, 4); break; }
+      case DataType::kInt64: { int64_t x = static_cast<int64_t>(v[i]); std::memcpy(p, &x, 8); break; }
+    }
+  }
+  return out;
+}
+
+std::vector<double> Decode(const std::vector<uint8_t>& bytes, DataType dtype) {
+  const size_t elem = DataTypeSize(dtype);
+  std::vector<double> out(bytes.size() / elem);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const uint8_t* p = bytes.data() + i * elem;
+    switch (dtype) {
+      case DataType::kFloat32: { float f; std::memcpy(&f, p, 4); out[i] = f; break; }
+      case DataType::kFloat64: std::memcpy(&out[i], p, 8); break;
+      case DataType::kFloat16: { uint16_t h; std::memcpy(&h, p, 2); out[i] = HalfToFloat(h); break; }
+      case DataType::kBFloat16: { uint16_t h; std::memcpy(&h, p, 2); out[i] = BFloat16ToFloat(h); break; }
+      case DataType::kInt8: { int8_t x; std::memcpy(&x, p, 1); out[i] = x; break; }
+      case DataType::kUInt8: { uint8_t x; std::memcpy(&x, p, 1); out[i] = x; break; }
+      case DataType::kInt32: { int32_t x; std::memcpy(&x, p, 4); out[i] = x; break; }
+      case DataType::kInt64: { int64_t x; std::memcpy(&x, p, 8); out[i] = static_cast<double>(x); break; }
+    }
+  }
+  return out;
+}
+
+}  // namespace testing
+}  // namespace hvd

@@ -1,0 +1,43 @@
+// Test helpers: N ranks as N threads, each with its own Runtime over one
+// in-memory store and real Gloo on 127.0.0.1.
+#ifndef HVD_TESTS_TEST_UTIL_H_
+#define HVD_TESTS_TEST_UTIL_H_
+
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/options.h"
+#include "runtime/runtime.h"
+
+namespace hvd {
+namespace testing {
+
+// Options for rank `rank` of `size` with short timeouts suited to tests.
+RuntimeOptions TestOptions(int rank, int size);
+
+// Starts `size` runtimes on threads (optionally adjusting each rank's options),
+// runs fn(rank, runtime) on each, then shuts every runtime down. Failures inside
+// fn are reported through gtest's EXPECT/ADD_FAILURE (thread-safe).
+void RunRanks(int size, const std::function<void(int rank, Runtime& rt)>& fn,
+              const std::function<void(RuntimeOptions&)>& adjust = nullptr);
+
+// Blocking allreduce through the C++ API; returns the final status.
+Status AllreduceSync(Runtime& rt, const std::string& name, const void* in, void* out,
+                     int64_t count, DataType dtype, ReduceOp op, double prescale = 1.0,
+                     double postscale = 1.0);
+
+// Deterministic per-rank test data as doubles, small integers so every op and
+// dtype has an exact (or near-exact) reference.
+std::vector<double> RankData(int rank, int64_t count, uint32_t seed);
+
+// Encodes doubles as `dtype` elements, and back.
+std::vector<uint8_t> Encode(const std::vector<double>& v, DataType dtype);
+std::vector<double> Decode(const std::vector<uint8_t>& bytes, DataType dtype);
+
+}  // namespace testing
+}  // namespace hvd
+
+#endif  // HVD_TESTS_TEST_UTIL_H_
