@@ -1,0 +1,146 @@
+// Bad input across ranks: every rank gets a clear error naming the tensor, the
+// ranks and the values, and the runtime keeps serving later tensors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/test_util.h"
+
+namespace hvd {
+namespace testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// After an error the runtime must still reduce correctly.
+void ExpectStillWorks(int rank, Runtime& rt, int size, const std::string& name) {
+  std::vector<int64_t> v(5, rank + 1);
+  Status s = AllreduceSync(rt, name, v.data(), v.data(), 5, DataType::kInt64, ReduceOp::kSum);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(v[4], size * (size + 1) / 2);
+}
+
+TEST(Errors, CountMismatchFailsOnEveryRankAndNamesRanksAndCounts) {
+  const int size = 4;
+  RunRanks(size, [&](int rank, Runtime& rt) {
+    // Ranks 1 and 3 submit 99 elements, the others 100.
+    const int64_t n = (rank % 2 == 1) ? 99 : 100;
+    std::vector<float> in(n, 1.0f), out(n, -7.0f);
+    Status s = AllreduceSync(rt, "grad.w", in.data(), out.data(), n, DataType::kFloat32, ReduceOp::kSum);
+    EXPECT_EQ(s.code(), StatusCode::kMismatch) << s.ToString();
+    EXPECT_THAT(s.message(), HasSubstr("tensor 'grad.w'"));
+    EXPECT_THAT(s.message(), HasSubstr("element count"));
+    EXPECT_THAT(s.message(), HasSubstr("ranks 0, 2 have 100"));
+    EXPECT_THAT(s.message(), HasSubstr("ranks 1, 3 have 99"));
+    // The output buffer is untouched: no partial result.
+    EXPECT_EQ(out[0], -7.0f);
+    ExpectStillWorks(rank, rt, size, "after.count");
+  });
+}
+
+TEST(Errors, DtypeMismatch) {
+  RunRanks(2, [&](int rank, Runtime& rt) {
+    std::vector<int64_t> buf(4, 1);
+    const DataType t = rank == 0 ? DataType::kFloat32 : DataType::kInt32;
+    Status s = AllreduceSync(rt, "mixed", buf.data(), buf.data(), 4, t, ReduceOp::kSum);
+    EXPECT_EQ(s.code(), StatusCode::kMismatch);
+    EXPECT_THAT(s.message(), HasSubstr("dtype differs across ranks: rank 0 has float32; rank 1 has int32"));
+    ExpectStillWorks(rank, rt, 2, "after.dtype");
+  });
+}
+
+TEST(Errors, OpAndScaleMismatch) {
+  RunRanks(3, [&](int rank, Runtime& rt) {
+    std::vector<double> buf(3, 1);
+    Status s = AllreduceSync(rt, "op", buf.data(), buf.data(), 3, DataType::kFloat64,
+                             rank == 2 ? ReduceOp::kMax : ReduceOp::kSum);
+    EXPECT_EQ(s.code(), StatusCode::kMismatch);
+    EXPECT_THAT(s.message(), HasSubstr("reduce op differs across ranks: ranks 0, 1 have sum; rank 2 has max"));
+    s = AllreduceSync(rt, "scale", buf.data(), buf.data(), 3, DataType::kFloat64, ReduceOp::kSum,
+                      rank == 0 ? 2.0 : 1.0);
+    EXPECT_EQ(s.code(), StatusCode::kMismatch);
+    EXPECT_THAT(s.message(), HasSubstr("prescale factor"));
+    ExpectStillWorks(rank, rt, 3, "after.op");
+  });
+}
+
+TEST(Errors, SameNameTwiceInFlightIsRefusedLocally) {
+  RunRanks(2, [&](int rank, Runtime& rt) {
+    std::vector<float> a(8, 1), b(8, 1);
+    AllreduceArgs args;
+    args.name = "dup";
+    args.input = a.data();
+    args.output = a.data();
+    args.count = 8;
+    std::shared_ptr<Work> first, second;
+    if (rank == 0) {
+      ASSERT_TRUE(rt.Allreduce(args, &first).ok());
+      args.input = b.data();
+      args.output = b.data();
+      Status s = rt.Allreduce(args, &second);
+      EXPECT_EQ(s.code(), StatusCode::kInvalidUsage);
+      EXPECT_THAT(s.message(), HasSubstr("'dup' is already in flight"));
+    } else {
+      ASSERT_TRUE(rt.Allreduce(args, &first).ok());
+    }
+    Status s = first->Wait(std::chrono::milliseconds(20000));
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(a[0], 2.0f);
+  });
+}
+
+TEST(Errors, BadArgumentsGetTheirOwnStatus) {
+  RunRanks(1, [&](int, Runtime& rt) {
+    std::vector<float> a(4);
+    std::shared_ptr<Work> w;
+    AllreduceArgs args;
+    args.name = "neg";
+    args.input = a.data();
+    args.output = a.data();
+    args.count = -3;
+    Status s = rt.Allreduce(args, &w);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("negative count -3"));
+    args.count = 4;
+    args.input = nullptr;
+    s = rt.Allreduce(args, &w);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("input buffer is null"));
+    args.input = a.data();
+    args.name = std::string(kMaxTensorNameLength + 1, 'x');
+    s = rt.Allreduce(args, &w);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("longer than the limit of 1024"));
+    args.name = "unknown-set";
+    args.process_set = 17;
+    s = rt.Allreduce(args, &w);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("unknown process set 17"));
+  });
+}
+
+TEST(Errors, ShutdownFailsTensorsThatWaitOnTheShutDownRank) {
+  RunRanks(2, [&](int rank, Runtime& rt) {
+    if (rank == 1) {
+      // Rank 1 leaves without ever submitting "orphan".
+      return;
+    }
+    std::vector<float> a(4, 1);
+    Status s = AllreduceSync(rt, "orphan", a.data(), a.data(), 4, DataType::kFloat32, ReduceOp::kSum);
+    EXPECT_EQ(s.code(), StatusCode::kShutDown) << s.ToString();
+    EXPECT_THAT(s.message(), HasSubstr("tensor 'orphan' can no longer complete: rank 1 has shut down"));
+  });
+}
+
+TEST(Errors, EnqueueAfterShutdownIsRefused) {
+  auto store = NewInMemoryStore();
+  std::unique_ptr<Runtime> rt;
+  ASSERT_TRUE(Runtime::Create(TestOptions(0, 1), store, &rt).ok());
+  ASSERT_TRUE(rt->Shutdown().ok());
+  std::vector<float> a(2);
+  Status s = AllreduceSync(*rt, "late", a.data(), a.data(), 2, DataType::kFloat32, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), StatusCode::kShutDown);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace hvd
