@@ -59,15 +59,30 @@ void Controller::Coordinate(const std::vector<proto::RequestList>& lists, Clock:
       return;
     }
   }
+  bool join_changed = false;
   for (int r = 0; r < size(); ++r) {
-    for (const auto& req : lists[r].requests()) table_.Add(r, req, now);
+    for (const auto& req : lists[r].requests()) {
+      if (req.type() == proto::JOIN) join_changed = joined_.insert(r).second || join_changed;
+      table_.Add(r, req, now);
+    }
   }
-  std::vector<proto::Response> responses;
+  if (join_changed) table_.SetJoined(joined_);
+  std::vector<proto::Response> responses = table_.FailUnjoinable();
+  // A join completes after everything else in its cycle, so a rank leaving join
+  // can reuse names without meeting responses that were built before it left.
+  std::vector<proto::Response> joins;
   for (const std::string& name : table_.TakeReady()) {
-    responses.push_back(table_.BuildResponse(name));
+    proto::Response resp = table_.BuildResponse(name);
     if (options_.on_ready) {
       const auto& a = table_.last_arrival();
       options_.on_ready(name, a.last_rank, a.lag);
+    }
+    if (resp.type() == proto::RESPONSE_JOIN) {
+      joined_.clear();
+      table_.SetJoined(joined_);
+      joins.push_back(std::move(resp));
+    } else {
+      responses.push_back(std::move(resp));
     }
   }
   bool all_shut_down = true;
@@ -84,6 +99,7 @@ void Controller::Coordinate(const std::vector<proto::RequestList>& lists, Clock:
   InspectStalls(now, &responses);
   for (auto& r : PlanFusion(responses, options_.fusion_threshold, size()))
     *out->add_responses() = std::move(r);
+  for (auto& r : joins) *out->add_responses() = std::move(r);
   out->set_shutdown(all_shut_down);
 }
 

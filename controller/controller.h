@@ -18,6 +18,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,7 @@ class Controller {
   ControllerOptions options_;
   MessageTable table_;
   std::vector<bool> shut_down_;
+  std::set<int> joined_;
   Clock::time_point last_stall_check_{};
 };
 

@@ -21,6 +21,7 @@ std::string FusionKey(const proto::Response& r) {
   const double scales[2] = {r.prescale_factor(), r.postscale_factor()};
   key.append(reinterpret_cast<const char*>(scales), sizeof(scales));
   for (int j : r.joined_ranks()) key += "/" + std::to_string(j);
+  if (r.group_id() != 0) key += "/group" + std::to_string(r.group_id());
   return key;
 }
 
@@ -54,20 +55,22 @@ std::vector<proto::Response> PlanFusion(const std::vector<proto::Response>& resp
   out.reserve(responses.size());
   std::map<std::string, std::pair<size_t, int64_t>> open;  // key -> (index in out, bytes)
   for (const auto& r : responses) {
-    if (threshold <= 0 || !Fusable(r) || r.names_size() != 1) {
+    if ((threshold <= 0 && r.group_id() == 0) || !Fusable(r) || r.names_size() != 1) {
       out.push_back(r);
       continue;
     }
     const int64_t bytes = ResponseBytes(r, size);
     const std::string key = FusionKey(r);
     auto it = open.find(key);
-    if (it != open.end() && it->second.second + bytes <= threshold) {
+    // A group stays together whatever the threshold.
+    const bool grouped = r.group_id() != 0;
+    if (it != open.end() && (grouped || it->second.second + bytes <= threshold)) {
       Append(&out[it->second.first], r, size);
       it->second.second += bytes;
       continue;
     }
     out.push_back(r);
-    if (bytes < threshold) {
+    if (grouped || bytes < threshold) {
       open[key] = {out.size() - 1, bytes};
     } else if (it != open.end()) {
       open.erase(it);

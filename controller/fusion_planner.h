@@ -8,7 +8,8 @@
 // a response of its own; threshold 0 disables fusion. A group closes when the next
 // compatible tensor does not fit; later compatible tensors open a new group. The
 // output keeps the order of each group's first tensor, and tensors keep their
-// relative order within a group. Errors, broadcasts, alltoalls, barriers and joins
+// relative order within a group. The tensors of one grouped call (the same
+// non-zero group_id) always share a response, whatever the threshold. Errors, broadcasts, alltoalls, barriers and joins
 // are never fused.
 #ifndef HVD_CONTROLLER_FUSION_PLANNER_H_
 #define HVD_CONTROLLER_FUSION_PLANNER_H_

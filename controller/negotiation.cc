@@ -129,6 +129,11 @@ std::string CheckAgreement(const std::string& name, const std::vector<proto::Req
     case proto::ALLTOALL: checks = {dtype, ndim, trailing, splits_given, device}; break;
     case proto::REDUCESCATTER: checks = {dtype, shape, op, scales, device}; break;
     case proto::BARRIER:
+      // Process-set changes ride on barriers with the member ranks as the shape.
+      checks = {[&] {
+        return Differ("rank list", requests, [](const proto::Request& r) { return ShapeString(r, 0); });
+      }};
+      break;
     case proto::JOIN: break;
     default: return prefix + "unknown collective " + std::to_string(type);
   }
@@ -140,6 +145,61 @@ std::string CheckAgreement(const std::string& name, const std::vector<proto::Req
 }
 
 MessageTable::MessageTable(int size) : size_(size) {}
+
+std::string MessageTable::BuildSplitMatrix(const std::string& name,
+                                           const std::vector<proto::Request>& requests,
+                                           proto::Response* resp) const {
+  const std::string prefix = "tensor '" + name + "' (alltoall): ";
+  for (const auto& r : requests) {
+    const int64_t rows = r.shape_size() ? r.shape(0) : 0;
+    const std::string who = "rank " + std::to_string(r.request_rank());
+    if (r.splits_size() == 0) {
+      if (rows % size_ != 0)
+        return prefix + who + "'s first dimension " + std::to_string(rows) +
+               " is not divisible by " + std::to_string(size_) + " ranks; pass split sizes";
+      for (int d = 0; d < size_; ++d) resp->add_split_matrix(rows / size_);
+      continue;
+    }
+    if (r.splits_size() != size_)
+      return prefix + who + " gave " + std::to_string(r.splits_size()) +
+             " split sizes for " + std::to_string(size_) + " ranks";
+    int64_t sum = 0;
+    for (int64_t v : r.splits()) {
+      if (v < 0) return prefix + who + " gave a negative split size " + std::to_string(v);
+      sum += v;
+    }
+    if (sum != rows)
+      return prefix + who + "'s split sizes add up to " + std::to_string(sum) +
+             " but its first dimension is " + std::to_string(rows);
+    for (int64_t v : r.splits()) resp->add_split_matrix(v);
+  }
+  return "";
+}
+
+std::vector<proto::Response> MessageTable::FailUnjoinable() {
+  std::vector<proto::Response> out;
+  if (joined_.empty()) return out;
+  std::vector<std::pair<std::string, std::string>> doomed;
+  for (const auto& [name, e] : entries_) {
+    int present = -1, joined_rank = -1;
+    for (int r = 0; r < size_; ++r) {
+      if (e.have[r] && present < 0) present = r;
+      if (!e.have[r] && joined_.count(r) && joined_rank < 0) joined_rank = r;
+    }
+    if (present < 0 || joined_rank < 0) continue;
+    const auto type = e.requests[present].type();
+    if (type == proto::ALLREDUCE || type == proto::JOIN) continue;
+    doomed.push_back({name, std::string(OpTypeName(static_cast<OpType>(type)))});
+  }
+  for (const auto& [name, type] : doomed) {
+    std::string joined_list;
+    for (int r : joined_) joined_list += (joined_list.empty() ? "" : ", ") + std::to_string(r);
+    out.push_back(Fail(name, static_cast<int>(StatusCode::kInvalidUsage),
+                       "tensor '" + name + "' (" + type + ") cannot complete while rank(s) " +
+                           joined_list + " have joined: only allreduce works with join"));
+  }
+  return out;
+}
 
 void MessageTable::Add(int rank, const proto::Request& request, Clock::time_point now) {
   auto [it, inserted] = entries_.try_emplace(request.name());
@@ -232,7 +292,9 @@ proto::Response MessageTable::BuildResponse(const std::string& name) {
   resp.set_postscale_factor(first.postscale_factor());
   resp.set_root_rank(first.root_rank());
   resp.set_device(first.device());
+  resp.set_group_id(first.group_id());
   for (int r : joined) resp.add_joined_ranks(r);
+  if (first.type() == proto::JOIN) resp.set_root_rank(e.last_rank);
 
   int64_t row = 1;
   for (int i = 1; i < first.shape_size(); ++i) row *= first.shape(i);
@@ -242,9 +304,19 @@ proto::Response MessageTable::BuildResponse(const std::string& name) {
       resp.add_counts(row);
       for (const auto& r : present) resp.add_rank_dims(r.shape_size() ? r.shape(0) : 0);
       break;
-    case proto::ALLTOALL:
+    case proto::ALLTOALL: {
       resp.add_counts(row);
+      std::string split_error = BuildSplitMatrix(name, present, &resp);
+      if (!split_error.empty()) {
+        proto::Response err;
+        err.add_names(name);
+        err.set_type(proto::RESPONSE_ERROR);
+        err.set_error_code(static_cast<int>(StatusCode::kInvalidArgument));
+        err.set_error_message(split_error);
+        return err;
+      }
       break;
+    }
     default: {
       int64_t n = 1;
       for (int64_t d : first.shape()) n *= d;

@@ -56,6 +56,10 @@ class MessageTable {
   // submit again, e.g. it shut down). Returns their error responses.
   std::vector<proto::Response> FailWaitingOn(int rank, int error_code, const std::string& why);
 
+  // Fails pending non-allreduce tensors that wait on a joined rank (they can never
+  // complete: a joined rank only stands in for allreduce).
+  std::vector<proto::Response> FailUnjoinable();
+
   // Forgets pending tensor `name` and returns an error response for it.
   proto::Response Fail(const std::string& name, int error_code, const std::string& message);
 
@@ -85,6 +89,10 @@ class MessageTable {
   };
 
   bool IsReady(const Entry& e) const;
+  // Fills resp->split_matrix for an alltoall; returns an error message if a rank's
+  // splits are invalid.
+  std::string BuildSplitMatrix(const std::string& name, const std::vector<proto::Request>& requests,
+                               proto::Response* resp) const;
 
   int size_;
   std::map<std::string, Entry> entries_;

@@ -93,39 +93,216 @@ Status Executor::Allreduce(const proto::Response& r, const std::vector<TensorEnt
   return Status::OK();
 }
 
+namespace {
+
+// Rows of a first dimension of `dim0` that rank r of `size` receives in a
+// reduce-scatter: the first dim0 % size ranks get one extra row (Horovod's rule).
+int64_t ScatterRows(int64_t dim0, int size, int r) {
+  return dim0 / size + (r < dim0 % size ? 1 : 0);
+}
+
+std::vector<int64_t> WithFirstDim(const std::vector<int64_t>& shape, int64_t d0) {
+  std::vector<int64_t> out = shape.empty() ? std::vector<int64_t>{0} : shape;
+  out[0] = d0;
+  return out;
+}
+
+}  // namespace
+
+// Fused allgather: every rank's inputs travel as one contiguous segment per rank
+// (its tensors back to back); each tensor's result is then the concatenation of its
+// block from every rank's segment.
 Status Executor::Allgather(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
-  Status s = Status::Internal("allgather is not available in this build");
-  CompleteAll(entries, s);
+  const int size = backend_->size();
+  const int me = backend_->rank();
+  const int n = r.names_size();
+  const size_t elem = DataTypeSize(static_cast<DataType>(r.dtype()));
+  auto block = [&](int i, int rank) { return r.rank_dims(i * size + rank) * r.counts(i) * int64_t(elem); };
+  std::vector<int64_t> bytes_per_rank(size, 0);
+  for (int rank = 0; rank < size; ++rank)
+    for (int i = 0; i < n; ++i) bytes_per_rank[rank] += block(i, rank);
+  const int64_t total = std::accumulate(bytes_per_rank.begin(), bytes_per_rank.end(), int64_t{0});
+
+  Mark(r, Phase::kCopyIn, true);
+  const void* send = nullptr;
+  if (n == 1) {
+    send = entries[0] ? entries[0]->input : nullptr;
+  } else {
+    uint8_t* packed = scratch_.Get(bytes_per_rank[me]);
+    int64_t off = 0;
+    for (int i = 0; i < n; ++i) {
+      if (entries[i] != nullptr && block(i, me) > 0) std::memcpy(packed + off, entries[i]->input, block(i, me));
+      off += block(i, me);
+    }
+    send = packed;
+  }
+  // A lone tensor gathers straight into its result.
+  uint8_t* gathered = nullptr;
+  if (n == 1 && entries[0] != nullptr) {
+    entries[0]->work->result().resize(total);
+    gathered = entries[0]->work->result().data();
+  } else {
+    gathered = fusion_.Get(total);
+  }
+  Mark(r, Phase::kCopyIn, false);
+
+  Mark(r, Phase::kCollective, true);
+  Status s = backend_->Allgatherv(send, gathered, bytes_per_rank);
+  Mark(r, Phase::kCollective, false);
+  if (!s.ok()) {
+    CompleteAll(entries, s.Prepend("allgather of '" + r.names(0) + "'"));
+    return s;
+  }
+
+  Mark(r, Phase::kCopyOut, true);
+  std::vector<int64_t> seg_start(size, 0);
+  for (int rank = 1; rank < size; ++rank) seg_start[rank] = seg_start[rank - 1] + bytes_per_rank[rank - 1];
+  std::vector<int64_t> within(size, 0);  // offset of tensor i inside each rank's segment
+  for (int i = 0; i < n; ++i) {
+    TensorEntry* e = entries[i];
+    int64_t rows = 0;
+    for (int rank = 0; rank < size; ++rank) rows += r.rank_dims(i * size + rank);
+    if (e != nullptr) {
+      if (n > 1) {
+        auto& out = e->work->result();
+        out.resize(rows * r.counts(i) * elem);
+        int64_t off = 0;
+        for (int rank = 0; rank < size; ++rank) {
+          if (block(i, rank) > 0)
+            std::memcpy(out.data() + off, gathered + seg_start[rank] + within[rank], block(i, rank));
+          off += block(i, rank);
+        }
+      }
+      e->work->result_shape() = WithFirstDim(e->shape, rows);
+      e->work->Complete(Status::OK());
+    }
+    for (int rank = 0; rank < size; ++rank) within[rank] += block(i, rank);
+  }
+  Mark(r, Phase::kCopyOut, false);
   return Status::OK();
 }
 
 Status Executor::Broadcast(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
-  Status s = Status::Internal("broadcast is not available in this build");
-  CompleteAll(entries, s);
-  return Status::OK();
-}
-
-Status Executor::Alltoall(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
-  Status s = Status::Internal("alltoall is not available in this build");
-  CompleteAll(entries, s);
-  return Status::OK();
-}
-
-Status Executor::Reducescatter(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
-  Status s = Status::Internal("reducescatter is not available in this build");
-  CompleteAll(entries, s);
-  return Status::OK();
-}
-
-Status Executor::Barrier(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
-  Status s = backend_->Barrier();
-  CompleteAll(entries, s);
+  TensorEntry* e = entries[0];
+  if (e == nullptr) return Status::OK();
+  const int64_t bytes = r.counts(0) * static_cast<int64_t>(DataTypeSize(static_cast<DataType>(r.dtype())));
+  if (backend_->rank() == r.root_rank() && e->output != e->input && bytes > 0)
+    std::memcpy(e->output, e->input, bytes);
+  Mark(r, Phase::kCollective, true);
+  Status s = backend_->Broadcast(e->output, bytes, r.root_rank());
+  Mark(r, Phase::kCollective, false);
+  e->work->Complete(s.ok() ? s : s.Prepend("broadcast of '" + r.names(0) + "'"));
   return s;
 }
 
+Status Executor::Alltoall(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+  TensorEntry* e = entries[0];
+  if (e == nullptr) return Status::OK();
+  const int size = backend_->size();
+  const int me = backend_->rank();
+  const int64_t row_bytes =
+      r.counts(0) * static_cast<int64_t>(DataTypeSize(static_cast<DataType>(r.dtype())));
+  std::vector<int64_t> send(size), recv(size);
+  int64_t recv_rows = 0;
+  auto& splits = e->work->received_splits();
+  splits.assign(size, 0);
+  for (int peer = 0; peer < size; ++peer) {
+    send[peer] = r.split_matrix(me * size + peer) * row_bytes;
+    recv[peer] = r.split_matrix(peer * size + me) * row_bytes;
+    splits[peer] = r.split_matrix(peer * size + me);
+    recv_rows += splits[peer];
+  }
+  auto& out = e->work->result();
+  out.resize(recv_rows * row_bytes);
+  Mark(r, Phase::kCollective, true);
+  Status s = backend_->Alltoallv(e->input, send, out.data(), recv);
+  Mark(r, Phase::kCollective, false);
+  e->work->result_shape() = WithFirstDim(e->shape, recv_rows);
+  e->work->Complete(s.ok() ? s : s.Prepend("alltoall of '" + r.names(0) + "'"));
+  return s;
+}
+
+// Fused reduce-scatter: the buffer holds rank 0's blocks of every tensor, then
+// rank 1's, and so on, so each rank's share is one contiguous range.
+Status Executor::Reducescatter(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+  const DataType dtype = static_cast<DataType>(r.dtype());
+  const ReduceOp op = static_cast<ReduceOp>(r.reduce_op());
+  const size_t elem = DataTypeSize(dtype);
+  const int size = backend_->size();
+  const int me = backend_->rank();
+  const int n = r.names_size();
+  auto row = [&](int i) { return r.rank_dims(i) > 0 ? r.counts(i) / r.rank_dims(i) : 0; };
+  auto rows = [&](int i, int rank) { return ScatterRows(r.rank_dims(i), size, rank); };
+  std::vector<int64_t> recv_counts(size, 0);
+  for (int rank = 0; rank < size; ++rank)
+    for (int i = 0; i < n; ++i) recv_counts[rank] += rows(i, rank) * row(i);
+  const int64_t total = std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0});
+
+  Mark(r, Phase::kCopyIn, true);
+  uint8_t* buf = fusion_.Get(total * elem);
+  int64_t off = 0;
+  for (int rank = 0; rank < size; ++rank) {
+    for (int i = 0; i < n; ++i) {
+      int64_t first_row = 0;
+      for (int k = 0; k < rank; ++k) first_row += rows(i, k);
+      const int64_t count = rows(i, rank) * row(i);
+      if (entries[i] != nullptr) {
+        ScaledCopy(dtype, buf + off * elem,
+                   static_cast<const uint8_t*>(entries[i]->input) + first_row * row(i) * elem, count,
+                   r.prescale_factor());
+      } else {
+        FillIdentity(dtype, op, buf + off * elem, count);
+      }
+      off += count;
+    }
+  }
+  Mark(r, Phase::kCopyIn, false);
+
+  uint8_t* mine = scratch_.Get(recv_counts[me] * elem);
+  Mark(r, Phase::kCollective, true);
+  Status s = backend_->ReduceScatter(buf, mine, recv_counts, dtype, op);
+  Mark(r, Phase::kCollective, false);
+  if (!s.ok()) {
+    CompleteAll(entries, s.Prepend("reducescatter of '" + r.names(0) + "'"));
+    return s;
+  }
+
+  Mark(r, Phase::kCopyOut, true);
+  const int64_t contributors = size - r.joined_ranks_size();
+  off = 0;
+  for (int i = 0; i < n; ++i) {
+    const int64_t count = rows(i, me) * row(i);
+    uint8_t* src = mine + off * elem;
+    off += count;
+    TensorEntry* e = entries[i];
+    if (e == nullptr) continue;
+    if (op == ReduceOp::kAverage) DivideBuffer(dtype, src, count, contributors);
+    auto& out = e->work->result();
+    out.resize(count * elem);
+    ScaledCopy(dtype, out.data(), src, count, r.postscale_factor());
+    e->work->result_shape() = WithFirstDim(e->shape, rows(i, me));
+    e->work->Complete(Status::OK());
+  }
+  Mark(r, Phase::kCopyOut, false);
+  return Status::OK();
+}
+
+// Negotiation already proved every rank reached the barrier; nothing moves.
+Status Executor::Barrier(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+  for (TensorEntry* e : entries) {
+    if (e == nullptr) continue;
+    Status s = e->loop_action ? e->loop_action() : Status::OK();
+    e->work->Complete(s);
+  }
+  return Status::OK();
+}
+
 Status Executor::Join(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
-  Status s = Status::Internal("join is not available in this build");
-  CompleteAll(entries, s);
+  for (TensorEntry* e : entries) {
+    if (e == nullptr) continue;
+    e->work->scalar_result() = r.root_rank();
+    e->work->Complete(Status::OK());
+  }
   return Status::OK();
 }
 

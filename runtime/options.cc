@@ -96,6 +96,34 @@ void ParseString(const RuntimeOptions::GetEnv& env, std::initializer_list<const 
   if (v != nullptr) *out = v;
 }
 
+Status ParseProcessSets(const RuntimeOptions::GetEnv& env, std::vector<std::vector<int>>* out) {
+  const char* which = nullptr;
+  const char* v = Lookup(env, {"HVD_PROCESS_SETS"}, &which);
+  if (v == nullptr || *v == '\0') return Status::OK();
+  std::vector<std::vector<int>> sets(1);
+  std::string num;
+  auto flush = [&]() -> bool {
+    if (num.empty()) return false;
+    sets.back().push_back(std::stoi(num));
+    num.clear();
+    return true;
+  };
+  for (const char* p = v;; ++p) {
+    if (*p >= '0' && *p <= '9') {
+      num += *p;
+      if (num.size() > 6) return Bad(which, v, "a list like \"0,1;2,3\"");
+    } else if (*p == ',' || *p == ';' || *p == '\0') {
+      if (!flush()) return Bad(which, v, "a list like \"0,1;2,3\"");
+      if (*p == ';') sets.emplace_back();
+      if (*p == '\0') break;
+    } else if (*p != ' ') {
+      return Bad(which, v, "a list like \"0,1;2,3\"");
+    }
+  }
+  *out = std::move(sets);
+  return Status::OK();
+}
+
 }  // namespace
 
 Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
@@ -129,6 +157,7 @@ Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
       env, {"HVD_STALL_SHUTDOWN_TIME", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"}, &o.stall_shutdown));
   ParseString(env, {"HVD_TIMELINE", "HOROVOD_TIMELINE"}, &o.timeline_path);
   HVD_RETURN_IF_ERROR(ParseBool(env, {"HVD_LOG_CYCLES"}, &o.log_cycles));
+  HVD_RETURN_IF_ERROR(ParseProcessSets(env, &o.process_sets));
 
   HVD_RETURN_IF_ERROR(o.Validate());
   *out = o;
@@ -148,6 +177,11 @@ Status RuntimeOptions::Validate() const {
                                    " is not below HVD_CROSS_SIZE=" + std::to_string(cross_size));
   if (timeout.count() <= 0) return Status::InvalidArgument("HVD_TIMEOUT must be positive");
   if (cycle_time.count() <= 0) return Status::InvalidArgument("HVD_CYCLE_TIME must be positive");
+  for (const auto& set : process_sets)
+    for (int r : set)
+      if (r >= size)
+        return Status::InvalidArgument("HVD_PROCESS_SETS names rank " + std::to_string(r) +
+                                       " but HVD_SIZE is " + std::to_string(size));
   return Status::OK();
 }
 

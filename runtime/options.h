@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/status.h"
 
@@ -44,6 +45,10 @@ struct RuntimeOptions {
   std::chrono::milliseconds timeout{30000};     // HVD_TIMEOUT (s): a collective, a cycle or rendezvous
   std::chrono::milliseconds stall_check{60000}; // HVD_STALL_CHECK_TIME (s), HOROVOD_STALL_CHECK_TIME_SECONDS
   std::chrono::milliseconds stall_shutdown{0};  // HVD_STALL_SHUTDOWN_TIME (s; 0 = only warn), HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
+
+  // --- Process sets created at init, in order (ids 1, 2, ...):
+  // HVD_PROCESS_SETS="0,1;2,3" (global ranks, comma-separated; sets separated by ';').
+  std::vector<std::vector<int>> process_sets;
 
   // --- Diagnostics.
   std::string timeline_path;   // HVD_TIMELINE, HOROVOD_TIMELINE

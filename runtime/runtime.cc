@@ -1,5 +1,6 @@
 #include "runtime/runtime.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -7,6 +8,15 @@
 #include "runtime/gloo_backend.h"
 
 namespace hvd {
+namespace {
+
+std::string JoinRanks(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+}  // namespace
 
 Runtime::Runtime(const RuntimeOptions& options) : options_(options) {}
 
@@ -22,22 +32,40 @@ Status Runtime::Create(const RuntimeOptions& options, std::shared_ptr<Store> sto
   return Status::OK();
 }
 
-Status Runtime::Start(std::shared_ptr<Store> store) {
-  store_ = std::move(store);
-  HVD_RETURN_IF_ERROR(CreateGlooDevice(options_.gloo_hostname, options_.gloo_iface, &device_));
-  auto comm = std::make_unique<Communicator>();
-  comm->id = 0;
-  HVD_RETURN_IF_ERROR(ConnectGlooContext(NewPrefixStore(store_, "global/"), device_, rank(), size(),
-                                         options_.timeout, &comm->context));
+Status Runtime::Connect(int id, const std::vector<int>& ranks, std::shared_ptr<Communicator>* out) {
+  auto comm = std::make_shared<Communicator>();
+  comm->id = id;
+  comm->ranks = ranks;
+  const int my = static_cast<int>(std::find(ranks.begin(), ranks.end(), rank()) - ranks.begin());
+  HVD_CHECK(my < static_cast<int>(ranks.size()));
+  const std::string scope = id == 0 ? "global/" : "ps" + std::to_string(id) + "/";
+  HVD_RETURN_IF_ERROR(ConnectGlooContext(NewPrefixStore(store_, scope), device_, my,
+                                         static_cast<int>(ranks.size()), options_.timeout,
+                                         &comm->context));
   comm->backend = std::make_unique<GlooBackend>(comm->context);
   ControllerOptions copts;
   copts.fusion_threshold = options_.fusion_threshold;
   copts.stall_check = options_.stall_check;
   copts.stall_shutdown = options_.stall_shutdown;
-  comm->controller = std::make_unique<Controller>(
-      NewGlooControlChannel(comm->context, options_.timeout), copts);
+  comm->controller =
+      std::make_unique<Controller>(NewGlooControlChannel(comm->context, options_.timeout), copts);
   comm->executor = std::make_unique<Executor>(comm->backend.get());
-  comms_.push_back(std::move(comm));
+  *out = std::move(comm);
+  return Status::OK();
+}
+
+Status Runtime::Start(std::shared_ptr<Store> store) {
+  store_ = std::move(store);
+  HVD_RETURN_IF_ERROR(CreateGlooDevice(options_.gloo_hostname, options_.gloo_iface, &device_));
+  std::vector<int> all(size());
+  for (int r = 0; r < size(); ++r) all[r] = r;
+  std::shared_ptr<Communicator> global;
+  HVD_RETURN_IF_ERROR(Connect(0, all, &global));
+  {
+    std::lock_guard<std::mutex> lock(comms_mu_);
+    comms_.push_back(std::move(global));
+    process_sets_[0] = all;
+  }
   thread_ = std::thread([this] { Loop(); });
   return Status::OK();
 }
@@ -66,24 +94,50 @@ Status Runtime::ValidateEntry(const TensorEntry& e) const {
     return Status::InvalidArgument("tensor name of " + std::to_string(e.name.size()) +
                                    " bytes is longer than the limit of " +
                                    std::to_string(kMaxTensorNameLength));
+  const std::string t = "tensor '" + e.name + "': ";
   if (!IsValidDataType(static_cast<int>(e.dtype)))
-    return Status::InvalidArgument("tensor '" + e.name + "': unknown dtype " +
-                                   std::to_string(static_cast<int>(e.dtype)));
+    return Status::InvalidArgument(t + "unknown dtype " + std::to_string(static_cast<int>(e.dtype)));
   if (!IsValidReduceOp(static_cast<int>(e.reduce_op)))
-    return Status::InvalidArgument("tensor '" + e.name + "': unknown reduce op " +
+    return Status::InvalidArgument(t + "unknown reduce op " +
                                    std::to_string(static_cast<int>(e.reduce_op)));
   for (int64_t d : e.shape)
-    if (d < 0)
-      return Status::InvalidArgument("tensor '" + e.name + "': negative dimension " +
-                                     std::to_string(d));
+    if (d < 0) return Status::InvalidArgument(t + "negative dimension " + std::to_string(d));
   const bool has_data = e.NumElements() > 0;
-  if (has_data && e.input == nullptr)
-    return Status::InvalidArgument("tensor '" + e.name + "': input buffer is null");
-  if (has_data && e.output == nullptr && e.type != OpType::kAllgather && e.type != OpType::kAlltoall)
-    return Status::InvalidArgument("tensor '" + e.name + "': output buffer is null");
+  if (has_data && e.input == nullptr) return Status::InvalidArgument(t + "input buffer is null");
+  const bool needs_output = e.type == OpType::kAllreduce || e.type == OpType::kBroadcast;
+  if (has_data && needs_output && e.output == nullptr)
+    return Status::InvalidArgument(t + "output buffer is null");
   if (!std::isfinite(e.prescale_factor) || !std::isfinite(e.postscale_factor))
-    return Status::InvalidArgument("tensor '" + e.name + "': scale factors must be finite");
+    return Status::InvalidArgument(t + "scale factors must be finite");
+  if ((e.type == OpType::kAllgather || e.type == OpType::kAlltoall ||
+       e.type == OpType::kReducescatter) && e.shape.empty())
+    return Status::InvalidArgument(t + OpTypeName(e.type) + " needs at least one dimension");
+  if (e.type == OpType::kReducescatter && e.reduce_op != ReduceOp::kSum &&
+      e.reduce_op != ReduceOp::kAverage)
+    return Status::InvalidArgument(t + "reducescatter supports only sum and average");
+  for (int64_t v : e.splits)
+    if (v < 0) return Status::InvalidArgument(t + "negative split size " + std::to_string(v));
   return Status::OK();
+}
+
+Status Runtime::Find(int process_set, std::shared_ptr<Communicator>* out) const {
+  std::lock_guard<std::mutex> lock(comms_mu_);
+  for (const auto& c : comms_) {
+    if (c->id == process_set) {
+      *out = c;
+      return Status::OK();
+    }
+  }
+  if (removed_process_sets_.count(process_set))
+    return Status::InvalidArgument("process set " + std::to_string(process_set) +
+                                   " has been removed");
+  auto it = process_sets_.find(process_set);
+  if (it != process_sets_.end())
+    return Status::InvalidArgument("rank " + std::to_string(rank()) +
+                                   " is not a member of process set " +
+                                   std::to_string(process_set) + " (ranks " +
+                                   JoinRanks(it->second) + ")");
+  return Status::InvalidArgument("unknown process set " + std::to_string(process_set));
 }
 
 Status Runtime::Allreduce(const AllreduceArgs& args, std::shared_ptr<Work>* work) {
@@ -100,10 +154,14 @@ Status Runtime::Allreduce(const AllreduceArgs& args, std::shared_ptr<Work>* work
   e.shape = {args.count};
   e.prescale_factor = args.prescale_factor;
   e.postscale_factor = args.postscale_factor;
+  return EnqueueOne(std::move(e), args.process_set, work);
+}
+
+Status Runtime::EnqueueOne(TensorEntry entry, int process_set, std::shared_ptr<Work>* work) {
   std::vector<TensorEntry> entries;
-  entries.push_back(std::move(e));
+  entries.push_back(std::move(entry));
   std::vector<std::shared_ptr<Work>> works;
-  HVD_RETURN_IF_ERROR(Enqueue(std::move(entries), args.process_set, &works));
+  HVD_RETURN_IF_ERROR(Enqueue(std::move(entries), process_set, &works));
   *work = std::move(works[0]);
   return Status::OK();
 }
@@ -111,11 +169,26 @@ Status Runtime::Allreduce(const AllreduceArgs& args, std::shared_ptr<Work>* work
 Status Runtime::Enqueue(std::vector<TensorEntry> entries, int process_set,
                         std::vector<std::shared_ptr<Work>>* works) {
   for (auto& e : entries) HVD_RETURN_IF_ERROR(ValidateEntry(e));
-  Communicator* comm = nullptr;
-  for (auto& c : comms_)
-    if (c->id == process_set) comm = c.get();
-  if (comm == nullptr)
-    return Status::InvalidArgument("unknown process set " + std::to_string(process_set));
+  std::shared_ptr<Communicator> comm;
+  HVD_RETURN_IF_ERROR(Find(process_set, &comm));
+  const int set_size = comm->backend->size();
+  for (auto& e : entries) {
+    if (e.type == OpType::kBroadcast && (e.root_rank < 0 || e.root_rank >= set_size))
+      return Status::InvalidArgument("tensor '" + e.name + "': root rank " +
+                                     std::to_string(e.root_rank) + " is not in 0.." +
+                                     std::to_string(set_size - 1));
+    if (e.type == OpType::kAlltoall && !e.splits.empty()) {
+      if (static_cast<int>(e.splits.size()) != set_size)
+        return Status::InvalidArgument("tensor '" + e.name + "': " + std::to_string(e.splits.size()) +
+                                       " split sizes given for " + std::to_string(set_size) + " ranks");
+      int64_t sum = 0;
+      for (int64_t v : e.splits) sum += v;
+      if (sum != e.shape[0])
+        return Status::InvalidArgument("tensor '" + e.name + "': split sizes add up to " +
+                                       std::to_string(sum) + " but the first dimension is " +
+                                       std::to_string(e.shape[0]));
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!loop_status_.ok()) return loop_status_;
@@ -133,24 +206,139 @@ Status Runtime::Enqueue(std::vector<TensorEntry> entries, int process_set,
   return Status::OK();
 }
 
+Status Runtime::Barrier(int process_set, std::shared_ptr<Work>* work) {
+  std::shared_ptr<Communicator> comm;
+  HVD_RETURN_IF_ERROR(Find(process_set, &comm));
+  TensorEntry e;
+  e.name = "__barrier." + std::to_string(comm->barrier_count++);
+  e.type = OpType::kBarrier;
+  return EnqueueOne(std::move(e), process_set, work);
+}
+
+Status Runtime::Join(int process_set, std::shared_ptr<Work>* work) {
+  TensorEntry e;
+  e.name = "__join";
+  e.type = OpType::kJoin;
+  return EnqueueOne(std::move(e), process_set, work);
+}
+
+Status Runtime::GlobalAction(const std::string& name, const std::vector<int>& ranks,
+                             std::function<Status()> action) {
+  TensorEntry e;
+  e.name = name;
+  e.type = OpType::kBarrier;
+  e.shape.assign(ranks.begin(), ranks.end());
+  e.loop_action = std::move(action);
+  std::shared_ptr<Work> work;
+  HVD_RETURN_IF_ERROR(EnqueueOne(std::move(e), 0, &work));
+  return work->Wait(std::chrono::milliseconds(-1));
+}
+
+Status Runtime::AddProcessSet(std::vector<int> ranks, int* id) {
+  if (id == nullptr) return Status::InvalidArgument("id is null");
+  std::sort(ranks.begin(), ranks.end());
+  if (ranks.empty()) return Status::InvalidArgument("a process set needs at least one rank");
+  if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end())
+    return Status::InvalidArgument("process set ranks [" + JoinRanks(ranks) + "] repeat a rank");
+  if (ranks.front() < 0 || ranks.back() >= size())
+    return Status::InvalidArgument("process set ranks [" + JoinRanks(ranks) +
+                                   "] must lie in 0.." + std::to_string(size() - 1));
+  int new_id;
+  {
+    std::lock_guard<std::mutex> lock(comms_mu_);
+    new_id = next_process_set_++;
+  }
+  const std::string tag = "__process_set." + std::to_string(new_id);
+  // 1. Every rank agrees on the members (a mismatch fails everywhere).
+  HVD_RETURN_IF_ERROR(GlobalAction(tag + ".add", ranks, nullptr));
+  // 2. Members connect among themselves; the loop carries on meanwhile.
+  std::shared_ptr<Communicator> comm;
+  const bool member = std::binary_search(ranks.begin(), ranks.end(), rank());
+  Status connected = member ? Connect(new_id, ranks, &comm) : Status::OK();
+  // 3. The loop starts cycling the new set at the same point of the global order
+  //    on every rank, so no rank waits in a set whose peers have not started it.
+  Status activated = GlobalAction(tag + ".activate", ranks, [this, comm, new_id, ranks] {
+    std::lock_guard<std::mutex> lock(comms_mu_);
+    process_sets_[new_id] = ranks;
+    if (comm) comms_.push_back(comm);
+    return Status::OK();
+  });
+  HVD_RETURN_IF_ERROR(connected);
+  HVD_RETURN_IF_ERROR(activated);
+  *id = new_id;
+  return Status::OK();
+}
+
+Status Runtime::RemoveProcessSet(int id) {
+  if (id == 0) return Status::InvalidArgument("the global process set cannot be removed");
+  std::vector<int> ranks;
+  {
+    std::lock_guard<std::mutex> lock(comms_mu_);
+    if (removed_process_sets_.count(id))
+      return Status::InvalidArgument("process set " + std::to_string(id) + " has been removed");
+    auto it = process_sets_.find(id);
+    if (it == process_sets_.end())
+      return Status::InvalidArgument("unknown process set " + std::to_string(id));
+    ranks = it->second;
+  }
+  return GlobalAction("__process_set." + std::to_string(id) + ".remove", ranks, [this, id] {
+    std::shared_ptr<Communicator> gone;
+    {
+      std::lock_guard<std::mutex> lock(comms_mu_);
+      process_sets_.erase(id);
+      removed_process_sets_.insert(id);
+      for (auto it = comms_.begin(); it != comms_.end(); ++it) {
+        if ((*it)->id == id) {
+          gone = *it;
+          comms_.erase(it);
+          break;
+        }
+      }
+    }
+    if (gone)
+      gone->queue.FailAll(Status::InvalidArgument("process set " + std::to_string(id) +
+                                                  " was removed while this collective was pending"),
+                          /*refuse_new=*/true);
+    return Status::OK();
+  });
+}
+
+Status Runtime::ProcessSetInfo(int id, int* rank_in_set, std::vector<int>* ranks) const {
+  std::lock_guard<std::mutex> lock(comms_mu_);
+  if (removed_process_sets_.count(id))
+    return Status::InvalidArgument("process set " + std::to_string(id) + " has been removed");
+  auto it = process_sets_.find(id);
+  if (it == process_sets_.end())
+    return Status::InvalidArgument("unknown process set " + std::to_string(id));
+  if (ranks) *ranks = it->second;
+  if (rank_in_set) {
+    auto pos = std::find(it->second.begin(), it->second.end(), rank());
+    *rank_in_set = pos == it->second.end() ? -1 : static_cast<int>(pos - it->second.begin());
+  }
+  return Status::OK();
+}
+
 void Runtime::Abort(const Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (loop_status_.ok()) loop_status_ = status;
   }
-  for (auto& c : comms_) c->queue.FailAll(status, /*refuse_new=*/true);
+  std::vector<std::shared_ptr<Communicator>> comms;
+  {
+    std::lock_guard<std::mutex> lock(comms_mu_);
+    comms = comms_;
+  }
+  for (auto& c : comms) c->queue.FailAll(status, /*refuse_new=*/true);
 }
 
 void Runtime::Loop() {
   auto next = Clock::now();
   while (true) {
-    bool shutting_down;
     {
       std::unique_lock<std::mutex> lock(mu_);
       next += options_.cycle_time;
       cv_.wait_until(lock, next, [&] { return shutdown_requested_; });
-      shutting_down = shutdown_requested_;
-      if (shutting_down && Clock::now() - shutdown_requested_at_ > options_.timeout) {
+      if (shutdown_requested_ && Clock::now() - shutdown_requested_at_ > options_.timeout) {
         lock.unlock();
         Abort(Status::ShutDown("not every rank called shutdown within " +
                                std::to_string(options_.timeout.count() / 1000) +
@@ -160,8 +348,20 @@ void Runtime::Loop() {
     }
     const auto now = Clock::now();
     if (now > next) next = now;  // A slow cycle does not make the next ones rush.
+    std::vector<std::shared_ptr<Communicator>> comms;
+    {
+      std::lock_guard<std::mutex> lock(comms_mu_);
+      comms = comms_;
+    }
+    // The global set runs first; when it ends the loop (shutdown or failure), every
+    // rank stops at the same point, so no set is left waiting for a cycle.
     bool keep_going = true;
-    for (auto& comm : comms_) keep_going = keep_going && RunCycle(comm.get(), now);
+    for (auto& comm : comms) {
+      if (!RunCycle(comm.get(), now)) {
+        keep_going = false;
+        break;
+      }
+    }
     if (!keep_going) break;
   }
   Abort(Status::ShutDown("the runtime has shut down"));
@@ -197,7 +397,8 @@ bool Runtime::RunCycle(Communicator* comm, Clock::time_point now) {
     return false;
   }
   if (options_.log_cycles && list.responses_size() > 0)
-    std::fprintf(stderr, "dprun: rank %d cycle: %d response(s)\n", rank(), list.responses_size());
+    std::fprintf(stderr, "dprun: rank %d set %d cycle: %d response(s)\n", rank(), comm->id,
+                 list.responses_size());
   for (const auto& resp : list.responses()) ExecuteResponse(comm, resp);
   return !list.shutdown();
 }

@@ -17,6 +17,9 @@
 #define HVD_RUNTIME_RUNTIME_H_
 
 #include <atomic>
+#include <functional>
+#include <map>
+#include <set>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -79,12 +82,33 @@ class Runtime {
   Status Enqueue(std::vector<TensorEntry> entries, int process_set,
                  std::vector<std::shared_ptr<Work>>* works);
 
+  // Enqueues one entry; `*work` tracks it.
+  Status EnqueueOne(TensorEntry entry, int process_set, std::shared_ptr<Work>* work);
+
+  // A barrier over `process_set`; completes once every member has entered it.
+  Status Barrier(int process_set, std::shared_ptr<Work>* work);
+  // Join (uneven data): this rank has no more data. Until every member has joined
+  // it contributes the identity to the others' allreduces; the Work's
+  // scalar_result() is then the last rank (within the set) to join.
+  Status Join(int process_set, std::shared_ptr<Work>* work);
+
+  // Process sets. Every rank (members or not) makes the same Add/Remove calls in
+  // the same order; each is a collective over all ranks and blocks until done.
+  // `ranks` are global ranks, ascending, without repeats. Ids start at 1; 0 is the
+  // global set. Ranks inside a set are numbered by their position in `ranks`.
+  Status AddProcessSet(std::vector<int> ranks, int* id);
+  Status RemoveProcessSet(int id);
+  // This rank's rank in the set (-1 if not a member) and the set's global ranks.
+  Status ProcessSetInfo(int id, int* rank_in_set, std::vector<int>* ranks) const;
+
   // OK while the loop is healthy; its failure after it failed.
   Status LoopStatus() const;
 
  private:
   struct Communicator {
     int id = 0;
+    std::vector<int> ranks;  // global ranks, in set order
+    std::atomic<int64_t> barrier_count{0};
     std::shared_ptr<gloo::Context> context;
     std::unique_ptr<Backend> backend;
     std::unique_ptr<Controller> controller;
@@ -100,11 +124,25 @@ class Runtime {
   void ExecuteResponse(Communicator* comm, const proto::Response& response);
   void Abort(const Status& status);
   Status ValidateEntry(const TensorEntry& e) const;
+  // Builds a communicator over `ranks` (this rank must be a member); blocking.
+  Status Connect(int id, const std::vector<int>& ranks, std::shared_ptr<Communicator>* out);
+  // Looks up a communicator this rank belongs to, or says why not.
+  Status Find(int process_set, std::shared_ptr<Communicator>* out) const;
+  // A barrier on the global set whose loop_action runs in the background thread.
+  Status GlobalAction(const std::string& name, const std::vector<int>& ranks,
+                      std::function<Status()> action);
 
   const RuntimeOptions options_;
   std::shared_ptr<Store> store_;
   std::shared_ptr<gloo::transport::Device> device_;
-  std::vector<std::unique_ptr<Communicator>> comms_;  // comms_[0] is the global set
+  // Guards comms_, process_sets_ and next_process_set_. The background thread is the
+  // only one that adds or removes communicators, at a point in the global response
+  // order that every rank shares; it iterates over a snapshot.
+  mutable std::mutex comms_mu_;
+  std::vector<std::shared_ptr<Communicator>> comms_;  // comms_[0] is the global set
+  std::map<int, std::vector<int>> process_sets_;      // every live set, member or not
+  std::set<int> removed_process_sets_;
+  int next_process_set_ = 1;
 
   std::thread thread_;
   mutable std::mutex mu_;

@@ -9,6 +9,7 @@
 #define HVD_RUNTIME_TENSOR_QUEUE_H_
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,6 +43,9 @@ struct TensorEntry {
   int group_size = 0;
   std::shared_ptr<Work> work;
   std::chrono::steady_clock::time_point enqueued;
+  // Barriers only: run by the background thread when every rank has arrived
+  // (process-set changes use it); its status completes the Work.
+  std::function<Status()> loop_action;
 
   int64_t NumElements() const;
   proto::Request ToRequest(int rank) const;

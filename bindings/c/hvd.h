@@ -135,6 +135,87 @@ void hvd_allreduce_args_init(hvd_allreduce_args_t* args);
 /* Enqueues; *handle as for hvd_allreduce_async. handle may be NULL to block. */
 hvd_status_t hvd_allreduce_ex(const hvd_allreduce_args_t* args, hvd_handle_t** handle);
 
+/* ---- The other collectives --------------------------------------------------
+ * Shapes are row-major with `ndim` >= 1 dimensions; the first is the one that
+ * allgather concatenates, alltoall splits and reducescatter scatters. Results
+ * whose size is known only after negotiation are owned by the handle: read them
+ * with hvd_handle_result after a successful hvd_wait, until hvd_handle_release.
+ * `process_set` is HVD_GLOBAL_PROCESS_SET or an id from hvd_add_process_set; ranks
+ * given for a process set (root_rank, the join result) are ranks within the set. */
+
+/* Concatenates every rank's tensor along the first dimension, which may differ
+ * per rank; the other dimensions must match. */
+hvd_status_t hvd_allgather_async(const char* name, const void* sendbuf, const int64_t* shape,
+                                 int ndim, hvd_dtype_t dtype, int32_t process_set,
+                                 hvd_handle_t** handle);
+
+/* Copies `count` elements of `buf` on `root_rank` into `buf` on every rank. */
+hvd_status_t hvd_broadcast(const char* name, void* buf, int64_t count, hvd_dtype_t dtype,
+                           int root_rank, int32_t process_set);
+hvd_status_t hvd_broadcast_async(const char* name, void* buf, int64_t count, hvd_dtype_t dtype,
+                                 int root_rank, int32_t process_set, hvd_handle_t** handle);
+
+/* Sends rows of the first dimension to each rank: splits[r] rows to rank r (in
+ * order), or, with splits NULL, an equal share (the first dimension must divide
+ * by the number of ranks). The result holds the rows received, in rank order;
+ * hvd_handle_received_splits says how many came from each rank. */
+hvd_status_t hvd_alltoall_async(const char* name, const void* sendbuf, const int64_t* shape,
+                                int ndim, hvd_dtype_t dtype, const int64_t* splits, int nsplits,
+                                int32_t process_set, hvd_handle_t** handle);
+
+/* Reduces (HVD_SUM or HVD_AVERAGE) across ranks and leaves each rank its block of
+ * the first dimension; when it does not divide evenly, the first dim0 % size
+ * ranks get one extra row. */
+hvd_status_t hvd_reducescatter_async(const char* name, const void* sendbuf, const int64_t* shape,
+                                     int ndim, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                                     double prescale_factor, double postscale_factor,
+                                     int32_t process_set, hvd_handle_t** handle);
+
+/* Returns once every rank of the set has entered the barrier. */
+hvd_status_t hvd_barrier(int32_t process_set);
+
+/* For uneven data: a rank with no more batches calls join. Until every rank of
+ * the set has joined, it takes part in the others' allreduces with the op's
+ * identity (zeros for sums), and HVD_AVERAGE divides by the ranks that
+ * contributed data. Other collectives that wait on a joined rank fail with
+ * HVD_INVALID_USAGE. *last_rank receives the last rank to join. */
+hvd_status_t hvd_join(int32_t process_set, int* last_rank);
+
+/* Grouped collectives: `n` tensors enqueued atomically and executed in one fused
+ * response. handles[i] receives tensor i's handle (all NULL on failure). */
+hvd_status_t hvd_grouped_allreduce_async(int n, const char* const* names,
+                                         const void* const* sendbufs, void* const* recvbufs,
+                                         const int64_t* counts, const hvd_dtype_t* dtypes,
+                                         hvd_reduce_op_t op, double prescale_factor,
+                                         double postscale_factor, int32_t process_set,
+                                         hvd_handle_t** handles);
+hvd_status_t hvd_grouped_allgather_async(int n, const char* const* names,
+                                         const void* const* sendbufs,
+                                         const int64_t* const* shapes, const int* ndims,
+                                         const hvd_dtype_t* dtypes, int32_t process_set,
+                                         hvd_handle_t** handles);
+hvd_status_t hvd_grouped_reducescatter_async(int n, const char* const* names,
+                                             const void* const* sendbufs,
+                                             const int64_t* const* shapes, const int* ndims,
+                                             const hvd_dtype_t* dtypes, hvd_reduce_op_t op,
+                                             double prescale_factor, double postscale_factor,
+                                             int32_t process_set, hvd_handle_t** handles);
+
+/* ---- Process sets -------------------------------------------------------------
+ * A process set is a subset of ranks with its own negotiation; ranks outside it
+ * are never blocked by it. Every rank (member or not) must make the same
+ * hvd_add_process_set / hvd_remove_process_set calls in the same order: each is a
+ * collective over all ranks. HVD_PROCESS_SETS="0,1;2,3" creates sets at init
+ * (ids 1, 2, ...). Using a removed set fails with HVD_INVALID_ARGUMENT saying so;
+ * collectives pending on a set when it is removed fail the same way. */
+hvd_status_t hvd_add_process_set(const int* ranks, int nranks, int32_t* id);
+hvd_status_t hvd_remove_process_set(int32_t id);
+/* *rank = this rank's rank within the set, or -1 if it is not a member. */
+hvd_status_t hvd_process_set_rank(int32_t id, int* rank);
+hvd_status_t hvd_process_set_size(int32_t id, int* size);
+/* Writes up to `capacity` global ranks of the set into `ranks`; *n = its size. */
+hvd_status_t hvd_process_set_ranks(int32_t id, int* ranks, int capacity, int* n);
+
 /* ---- Handles --------------------------------------------------------------- */
 
 /* *done = 1 once the collective completed (either way), else 0. */
@@ -147,6 +228,16 @@ hvd_status_t hvd_wait(hvd_handle_t* handle, int64_t timeout_ms);
  * NULL is ignored; releasing twice is detected and reported through
  * hvd_last_error() (HVD_INVALID_ARGUMENT) without harm. */
 void hvd_handle_release(hvd_handle_t* handle);
+
+/* The result owned by a completed handle (allgather, alltoall, reducescatter):
+ * its bytes, byte count and shape. Pointers stay valid until hvd_handle_release.
+ * Any out-parameter may be NULL. HVD_IN_PROGRESS if not done yet; the
+ * collective's own status if it failed; HVD_INVALID_USAGE for a collective that
+ * has no such result. */
+hvd_status_t hvd_handle_result(hvd_handle_t* handle, const void** data, int64_t* nbytes,
+                               int* ndim, const int64_t** shape);
+/* alltoall: rows received from each rank (n = the set's size). */
+hvd_status_t hvd_handle_received_splits(hvd_handle_t* handle, const int64_t** splits, int* n);
 
 /* ---- Errors ---------------------------------------------------------------- */
 

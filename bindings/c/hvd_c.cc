@@ -31,6 +31,11 @@ hvd_status_t Report(const Status& s) {
 
 enum class State { kNeverInitialized, kRunning, kShutDown };
 
+struct Handle {
+  std::shared_ptr<hvd::Work> work;
+  hvd::OpType type;
+};
+
 // The default instance. Leaked on purpose: it must outlive static destructors
 // that may still call in during process exit.
 struct Instance {
@@ -40,7 +45,7 @@ struct Instance {
   int generation = 0;
 
   std::mutex handles_mu;
-  std::unordered_map<uint64_t, std::shared_ptr<hvd::Work>> handles;
+  std::unordered_map<uint64_t, Handle> handles;
   uint64_t next_handle = 1;
 };
 
@@ -65,22 +70,24 @@ Status Current(std::shared_ptr<hvd::Runtime>* out) {
   return Status::Internal("bad runtime state");
 }
 
-hvd_handle_t* Register(std::shared_ptr<hvd::Work> work) {
+hvd_handle_t* Register(std::shared_ptr<hvd::Work> work, hvd::OpType type) {
   Instance& in = Default();
   std::lock_guard<std::mutex> lock(in.handles_mu);
   const uint64_t id = in.next_handle++;
-  in.handles.emplace(id, std::move(work));
+  in.handles.emplace(id, Handle{std::move(work), type});
   return reinterpret_cast<hvd_handle_t*>(static_cast<uintptr_t>(id));
 }
 
-Status Lookup(hvd_handle_t* handle, std::shared_ptr<hvd::Work>* out) {
+Status Lookup(hvd_handle_t* handle, std::shared_ptr<hvd::Work>* out,
+              hvd::OpType* type = nullptr) {
   if (handle == nullptr) return Status::InvalidArgument("handle is NULL");
   Instance& in = Default();
   std::lock_guard<std::mutex> lock(in.handles_mu);
   auto it = in.handles.find(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle)));
   if (it == in.handles.end())
     return Status::InvalidArgument("unknown handle (already released, or never returned by hvd)");
-  *out = it->second;
+  *out = it->second.work;
+  if (type) *type = it->second.type;
   return Status::OK();
 }
 
@@ -108,6 +115,10 @@ Status Init() {
   // dprun's --start-timeout watches for this key.
   HVD_RETURN_IF_ERROR(
       store->Set("hvd/started/" + std::to_string(options.rank), std::to_string(getpid())));
+  for (const auto& ranks : options.process_sets) {
+    int id = 0;
+    HVD_RETURN_IF_ERROR(runtime->AddProcessSet(ranks, &id).Prepend("HVD_PROCESS_SETS"));
+  }
   in.runtime = std::move(runtime);
   ++in.generation;
   in.state = State::kRunning;
@@ -146,10 +157,147 @@ Status Allreduce(const hvd_allreduce_args_t* a, hvd_handle_t** handle) {
   std::shared_ptr<hvd::Work> work;
   HVD_RETURN_IF_ERROR(rt->Allreduce(args, &work));
   if (handle != nullptr) {
-    *handle = Register(std::move(work));
+    *handle = Register(std::move(work), hvd::OpType::kAllreduce);
     return Status::OK();
   }
   return work->Wait(std::chrono::milliseconds(-1));
+}
+
+
+Status CheckName(const char* name) {
+  if (name == nullptr) return Status::InvalidArgument("tensor name is NULL");
+  return Status::OK();
+}
+
+Status CheckDtype(const char* name, hvd_dtype_t dtype) {
+  if (!hvd::IsValidDataType(dtype))
+    return Status::InvalidArgument(std::string("tensor '") + name + "': unknown dtype " +
+                                   std::to_string(static_cast<int>(dtype)));
+  return Status::OK();
+}
+
+Status CheckOp(const char* name, hvd_reduce_op_t op) {
+  if (!hvd::IsValidReduceOp(op))
+    return Status::InvalidArgument(std::string("tensor '") + name + "': unknown reduce op " +
+                                   std::to_string(static_cast<int>(op)));
+  return Status::OK();
+}
+
+Status MakeShape(const char* name, const int64_t* shape, int ndim, std::vector<int64_t>* out) {
+  if (ndim < 1 || ndim > 64)
+    return Status::InvalidArgument(std::string("tensor '") + name + "': ndim " +
+                                   std::to_string(ndim) + " is not in 1..64");
+  if (shape == nullptr) return Status::InvalidArgument(std::string("tensor '") + name + "': shape is NULL");
+  out->assign(shape, shape + ndim);
+  return Status::OK();
+}
+
+// Enqueues `entries` as one group and returns a handle per entry.
+Status EnqueueWithHandles(std::vector<hvd::TensorEntry> entries, int32_t process_set,
+                          hvd_handle_t** handles) {
+  std::shared_ptr<hvd::Runtime> rt;
+  HVD_RETURN_IF_ERROR(Current(&rt));
+  std::vector<hvd::OpType> types;
+  for (const auto& e : entries) types.push_back(e.type);
+  std::vector<std::shared_ptr<hvd::Work>> works;
+  HVD_RETURN_IF_ERROR(rt->Enqueue(std::move(entries), process_set, &works));
+  for (size_t i = 0; i < works.size(); ++i) handles[i] = Register(std::move(works[i]), types[i]);
+  return Status::OK();
+}
+
+Status EnqueueOne(hvd::TensorEntry entry, int32_t process_set, hvd_handle_t** handle) {
+  if (handle == nullptr) return Status::InvalidArgument("handle is NULL");
+  *handle = nullptr;
+  std::vector<hvd::TensorEntry> entries;
+  entries.push_back(std::move(entry));
+  return EnqueueWithHandles(std::move(entries), process_set, handle);
+}
+
+// Waits for and releases a handle made for a blocking call.
+Status WaitAndRelease(hvd_handle_t* handle, int64_t* scalar = nullptr) {
+  std::shared_ptr<hvd::Work> work;
+  HVD_RETURN_IF_ERROR(Lookup(handle, &work));
+  Status s = work->Wait(std::chrono::milliseconds(-1));
+  if (scalar) *scalar = work->scalar_result();
+  Instance& in = Default();
+  std::lock_guard<std::mutex> lock(in.handles_mu);
+  in.handles.erase(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle)));
+  return s;
+}
+
+Status CheckGroup(int n, const char* const* names, const void* const* sendbufs,
+                  const hvd_dtype_t* dtypes, hvd_handle_t** handles) {
+  if (n < 1) return Status::InvalidArgument("a group needs at least one tensor, got " + std::to_string(n));
+  if (!names || !sendbufs || !dtypes || !handles)
+    return Status::InvalidArgument("grouped call: names, sendbufs, dtypes and handles must not be NULL");
+  for (int i = 0; i < n; ++i) handles[i] = nullptr;
+  for (int i = 0; i < n; ++i) {
+    HVD_RETURN_IF_ERROR(CheckName(names[i]));
+    HVD_RETURN_IF_ERROR(CheckDtype(names[i], dtypes[i]));
+  }
+  return Status::OK();
+}
+
+std::atomic<int64_t> g_next_group{1};
+
+Status GroupedAllreduce(int n, const char* const* names, const void* const* sendbufs,
+                        void* const* recvbufs, const int64_t* counts, const hvd_dtype_t* dtypes,
+                        hvd_reduce_op_t op, double pre, double post, int32_t ps,
+                        hvd_handle_t** handles) {
+  HVD_RETURN_IF_ERROR(CheckGroup(n, names, sendbufs, dtypes, handles));
+  if (!recvbufs || !counts) return Status::InvalidArgument("grouped allreduce: recvbufs and counts must not be NULL");
+  HVD_RETURN_IF_ERROR(CheckOp(names[0], op));
+  const int64_t group = g_next_group++;
+  std::vector<hvd::TensorEntry> entries(n);
+  for (int i = 0; i < n; ++i) {
+    if (counts[i] < 0)
+      return Status::InvalidArgument(std::string("tensor '") + names[i] + "': negative count " +
+                                     std::to_string(counts[i]));
+    auto& e = entries[i];
+    e.name = names[i];
+    e.type = hvd::OpType::kAllreduce;
+    e.dtype = static_cast<hvd::DataType>(dtypes[i]);
+    e.reduce_op = static_cast<hvd::ReduceOp>(op);
+    e.input = sendbufs[i];
+    e.output = recvbufs[i];
+    e.shape = {counts[i]};
+    e.prescale_factor = pre;
+    e.postscale_factor = post;
+    e.group_id = group;
+    e.group_size = n;
+  }
+  return EnqueueWithHandles(std::move(entries), ps, handles);
+}
+
+Status GroupedShaped(hvd::OpType type, int n, const char* const* names,
+                     const void* const* sendbufs, const int64_t* const* shapes, const int* ndims,
+                     const hvd_dtype_t* dtypes, hvd_reduce_op_t op, double pre, double post,
+                     int32_t ps, hvd_handle_t** handles) {
+  HVD_RETURN_IF_ERROR(CheckGroup(n, names, sendbufs, dtypes, handles));
+  if (!shapes || !ndims) return Status::InvalidArgument("grouped call: shapes and ndims must not be NULL");
+  if (type == hvd::OpType::kReducescatter) HVD_RETURN_IF_ERROR(CheckOp(names[0], op));
+  const int64_t group = g_next_group++;
+  std::vector<hvd::TensorEntry> entries(n);
+  for (int i = 0; i < n; ++i) {
+    auto& e = entries[i];
+    HVD_RETURN_IF_ERROR(MakeShape(names[i], shapes[i], ndims[i], &e.shape));
+    e.name = names[i];
+    e.type = type;
+    e.dtype = static_cast<hvd::DataType>(dtypes[i]);
+    e.reduce_op = static_cast<hvd::ReduceOp>(op);
+    e.input = sendbufs[i];
+    e.prescale_factor = pre;
+    e.postscale_factor = post;
+    e.group_id = n > 1 ? group : 0;
+    e.group_size = n;
+  }
+  return EnqueueWithHandles(std::move(entries), ps, handles);
+}
+
+Status ProcessSetInfo(int32_t id, int* rank, std::vector<int>* ranks) {
+  std::shared_ptr<hvd::Runtime> rt;
+  HVD_RETURN_IF_ERROR(Current(&rt));
+  return rt->ProcessSetInfo(id, rank, ranks);
 }
 
 }  // namespace
@@ -265,6 +413,244 @@ hvd_status_t hvd_allreduce_async(const char* name, const void* sendbuf, void* re
   a.dtype = dtype;
   a.op = op;
   return hvd_allreduce_ex(&a, handle);
+}
+
+hvd_status_t hvd_allgather_async(const char* name, const void* sendbuf, const int64_t* shape,
+                                 int ndim, hvd_dtype_t dtype, int32_t process_set,
+                                 hvd_handle_t** handle) {
+  HVD_C_GUARD({
+    const hvd_dtype_t dtypes[1] = {dtype};
+    const int ndims[1] = {ndim};
+    const int64_t* shapes[1] = {shape};
+    const char* names[1] = {name};
+    const void* bufs[1] = {sendbuf};
+    if (handle == nullptr) return Report(Status::InvalidArgument("handle is NULL"));
+    return Report(GroupedShaped(hvd::OpType::kAllgather, 1, names, bufs, shapes, ndims, dtypes,
+                                HVD_SUM, 1.0, 1.0, process_set, handle));
+  })
+}
+
+hvd_status_t hvd_broadcast_async(const char* name, void* buf, int64_t count, hvd_dtype_t dtype,
+                                 int root_rank, int32_t process_set, hvd_handle_t** handle) {
+  HVD_C_GUARD({
+    Status s = CheckName(name);
+    if (s.ok()) s = CheckDtype(name, dtype);
+    if (s.ok() && count < 0)
+      s = Status::InvalidArgument(std::string("tensor '") + name + "': negative count " +
+                                  std::to_string(count));
+    if (!s.ok()) return Report(s);
+    hvd::TensorEntry e;
+    e.name = name;
+    e.type = hvd::OpType::kBroadcast;
+    e.dtype = static_cast<hvd::DataType>(dtype);
+    e.input = buf;
+    e.output = buf;
+    e.shape = {count};
+    e.root_rank = root_rank;
+    return Report(EnqueueOne(std::move(e), process_set, handle));
+  })
+}
+
+hvd_status_t hvd_broadcast(const char* name, void* buf, int64_t count, hvd_dtype_t dtype,
+                           int root_rank, int32_t process_set) {
+  HVD_C_GUARD({
+    hvd_handle_t* h = nullptr;
+    hvd_status_t s = hvd_broadcast_async(name, buf, count, dtype, root_rank, process_set, &h);
+    if (s != HVD_SUCCESS) return s;
+    return Report(WaitAndRelease(h));
+  })
+}
+
+hvd_status_t hvd_alltoall_async(const char* name, const void* sendbuf, const int64_t* shape,
+                                int ndim, hvd_dtype_t dtype, const int64_t* splits, int nsplits,
+                                int32_t process_set, hvd_handle_t** handle) {
+  HVD_C_GUARD({
+    Status s = CheckName(name);
+    if (s.ok()) s = CheckDtype(name, dtype);
+    hvd::TensorEntry e;
+    if (s.ok()) s = MakeShape(name, shape, ndim, &e.shape);
+    if (s.ok() && splits == nullptr && nsplits != 0)
+      s = Status::InvalidArgument(std::string("tensor '") + name + "': splits is NULL but nsplits is " +
+                                  std::to_string(nsplits));
+    if (s.ok() && nsplits < 0)
+      s = Status::InvalidArgument(std::string("tensor '") + name + "': negative nsplits");
+    if (!s.ok()) return Report(s);
+    e.name = name;
+    e.type = hvd::OpType::kAlltoall;
+    e.dtype = static_cast<hvd::DataType>(dtype);
+    e.input = sendbuf;
+    if (splits != nullptr) e.splits.assign(splits, splits + nsplits);
+    return Report(EnqueueOne(std::move(e), process_set, handle));
+  })
+}
+
+hvd_status_t hvd_reducescatter_async(const char* name, const void* sendbuf, const int64_t* shape,
+                                     int ndim, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                                     double prescale_factor, double postscale_factor,
+                                     int32_t process_set, hvd_handle_t** handle) {
+  HVD_C_GUARD({
+    const hvd_dtype_t dtypes[1] = {dtype};
+    const int ndims[1] = {ndim};
+    const int64_t* shapes[1] = {shape};
+    const char* names[1] = {name};
+    const void* bufs[1] = {sendbuf};
+    if (handle == nullptr) return Report(Status::InvalidArgument("handle is NULL"));
+    return Report(GroupedShaped(hvd::OpType::kReducescatter, 1, names, bufs, shapes, ndims, dtypes,
+                                op, prescale_factor, postscale_factor, process_set, handle));
+  })
+}
+
+hvd_status_t hvd_barrier(int32_t process_set) {
+  HVD_C_GUARD({
+    std::shared_ptr<hvd::Runtime> rt;
+    Status s = Current(&rt);
+    if (!s.ok()) return Report(s);
+    std::shared_ptr<hvd::Work> work;
+    s = rt->Barrier(process_set, &work);
+    if (!s.ok()) return Report(s);
+    return Report(work->Wait(std::chrono::milliseconds(-1)));
+  })
+}
+
+hvd_status_t hvd_join(int32_t process_set, int* last_rank) {
+  HVD_C_GUARD({
+    std::shared_ptr<hvd::Runtime> rt;
+    Status s = Current(&rt);
+    if (!s.ok()) return Report(s);
+    std::shared_ptr<hvd::Work> work;
+    s = rt->Join(process_set, &work);
+    if (!s.ok()) return Report(s);
+    s = work->Wait(std::chrono::milliseconds(-1));
+    if (s.ok() && last_rank != nullptr) *last_rank = static_cast<int>(work->scalar_result());
+    return Report(s);
+  })
+}
+
+hvd_status_t hvd_grouped_allreduce_async(int n, const char* const* names,
+                                         const void* const* sendbufs, void* const* recvbufs,
+                                         const int64_t* counts, const hvd_dtype_t* dtypes,
+                                         hvd_reduce_op_t op, double prescale_factor,
+                                         double postscale_factor, int32_t process_set,
+                                         hvd_handle_t** handles) {
+  HVD_C_GUARD({
+    return Report(GroupedAllreduce(n, names, sendbufs, recvbufs, counts, dtypes, op,
+                                   prescale_factor, postscale_factor, process_set, handles));
+  })
+}
+
+hvd_status_t hvd_grouped_allgather_async(int n, const char* const* names,
+                                         const void* const* sendbufs,
+                                         const int64_t* const* shapes, const int* ndims,
+                                         const hvd_dtype_t* dtypes, int32_t process_set,
+                                         hvd_handle_t** handles) {
+  HVD_C_GUARD({
+    return Report(GroupedShaped(hvd::OpType::kAllgather, n, names, sendbufs, shapes, ndims, dtypes,
+                                HVD_SUM, 1.0, 1.0, process_set, handles));
+  })
+}
+
+hvd_status_t hvd_grouped_reducescatter_async(int n, const char* const* names,
+                                             const void* const* sendbufs,
+                                             const int64_t* const* shapes, const int* ndims,
+                                             const hvd_dtype_t* dtypes, hvd_reduce_op_t op,
+                                             double prescale_factor, double postscale_factor,
+                                             int32_t process_set, hvd_handle_t** handles) {
+  HVD_C_GUARD({
+    return Report(GroupedShaped(hvd::OpType::kReducescatter, n, names, sendbufs, shapes, ndims,
+                                dtypes, op, prescale_factor, postscale_factor, process_set,
+                                handles));
+  })
+}
+
+hvd_status_t hvd_add_process_set(const int* ranks, int nranks, int32_t* id) {
+  HVD_C_GUARD({
+    if (id == nullptr) return Report(Status::InvalidArgument("id is NULL"));
+    if (ranks == nullptr && nranks > 0) return Report(Status::InvalidArgument("ranks is NULL"));
+    if (nranks < 0) return Report(Status::InvalidArgument("negative nranks"));
+    std::shared_ptr<hvd::Runtime> rt;
+    Status s = Current(&rt);
+    if (!s.ok()) return Report(s);
+    int out = 0;
+    s = rt->AddProcessSet(std::vector<int>(ranks, ranks + nranks), &out);
+    if (s.ok()) *id = out;
+    return Report(s);
+  })
+}
+
+hvd_status_t hvd_remove_process_set(int32_t id) {
+  HVD_C_GUARD({
+    std::shared_ptr<hvd::Runtime> rt;
+    Status s = Current(&rt);
+    if (!s.ok()) return Report(s);
+    return Report(rt->RemoveProcessSet(id));
+  })
+}
+
+hvd_status_t hvd_process_set_rank(int32_t id, int* rank) {
+  HVD_C_GUARD({
+    if (rank == nullptr) return Report(Status::InvalidArgument("rank is NULL"));
+    return Report(ProcessSetInfo(id, rank, nullptr));
+  })
+}
+
+hvd_status_t hvd_process_set_size(int32_t id, int* size) {
+  HVD_C_GUARD({
+    if (size == nullptr) return Report(Status::InvalidArgument("size is NULL"));
+    std::vector<int> ranks;
+    Status s = ProcessSetInfo(id, nullptr, &ranks);
+    if (s.ok()) *size = static_cast<int>(ranks.size());
+    return Report(s);
+  })
+}
+
+hvd_status_t hvd_process_set_ranks(int32_t id, int* ranks, int capacity, int* n) {
+  HVD_C_GUARD({
+    if (n == nullptr) return Report(Status::InvalidArgument("n is NULL"));
+    if (ranks == nullptr && capacity > 0) return Report(Status::InvalidArgument("ranks is NULL"));
+    std::vector<int> all;
+    Status s = ProcessSetInfo(id, nullptr, &all);
+    if (!s.ok()) return Report(s);
+    *n = static_cast<int>(all.size());
+    for (int i = 0; i < capacity && i < *n; ++i) ranks[i] = all[i];
+    return HVD_SUCCESS;
+  })
+}
+
+hvd_status_t hvd_handle_result(hvd_handle_t* handle, const void** data, int64_t* nbytes,
+                               int* ndim, const int64_t** shape) {
+  HVD_C_GUARD({
+    std::shared_ptr<hvd::Work> work;
+    hvd::OpType type;
+    Status s = Lookup(handle, &work, &type);
+    if (!s.ok()) return Report(s);
+    if (type != hvd::OpType::kAllgather && type != hvd::OpType::kAlltoall &&
+        type != hvd::OpType::kReducescatter)
+      return Report(Status::InvalidUsage(std::string("a ") + hvd::OpTypeName(type) +
+                                         " handle has no result buffer"));
+    s = work->Wait(std::chrono::milliseconds(0));
+    if (!s.ok()) return Report(s);
+    if (data) *data = work->result().data();
+    if (nbytes) *nbytes = static_cast<int64_t>(work->result().size());
+    if (ndim) *ndim = static_cast<int>(work->result_shape().size());
+    if (shape) *shape = work->result_shape().data();
+    return HVD_SUCCESS;
+  })
+}
+
+hvd_status_t hvd_handle_received_splits(hvd_handle_t* handle, const int64_t** splits, int* n) {
+  HVD_C_GUARD({
+    std::shared_ptr<hvd::Work> work;
+    hvd::OpType type;
+    Status s = Lookup(handle, &work, &type);
+    if (!s.ok()) return Report(s);
+    if (type != hvd::OpType::kAlltoall)
+      return Report(Status::InvalidUsage("only an alltoall handle has received splits"));
+    s = work->Wait(std::chrono::milliseconds(0));
+    if (!s.ok()) return Report(s);
+    if (splits) *splits = work->received_splits().data();
+    if (n) *n = static_cast<int>(work->received_splits().size());
+    return HVD_SUCCESS;
+  })
 }
 
 hvd_status_t hvd_poll(hvd_handle_t* handle, int* done) {
