@@ -102,7 +102,9 @@ Status Runtime::ValidateEntry(const TensorEntry& e) const {
                                    std::to_string(static_cast<int>(e.reduce_op)));
   for (int64_t d : e.shape)
     if (d < 0) return Status::InvalidArgument(t + "negative dimension " + std::to_string(d));
-  const bool has_data = e.NumElements() > 0;
+  // Barriers and joins move no data (a barrier's shape may carry a rank list).
+  const bool has_data =
+      e.type != OpType::kBarrier && e.type != OpType::kJoin && e.NumElements() > 0;
   if (has_data && e.input == nullptr) return Status::InvalidArgument(t + "input buffer is null");
   const bool needs_output = e.type == OpType::kAllreduce || e.type == OpType::kBroadcast;
   if (has_data && needs_output && e.output == nullptr)
@@ -400,7 +402,9 @@ bool Runtime::RunCycle(Communicator* comm, Clock::time_point now) {
     std::fprintf(stderr, "dprun: rank %d set %d cycle: %d response(s)\n", rank(), comm->id,
                  list.responses_size());
   for (const auto& resp : list.responses()) ExecuteResponse(comm, resp);
-  return !list.shutdown();
+  // Only the global set ends the loop: a set's members agreeing to stop must not
+  // leave the ranks outside it waiting for them in the next global cycle.
+  return comm->id != 0 || !list.shutdown();
 }
 
 void Runtime::ExecuteResponse(Communicator* comm, const proto::Response& response) {
