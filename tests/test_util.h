@@ -37,6 +37,18 @@ std::vector<double> RankData(int rank, int64_t count, uint32_t seed);
 std::vector<uint8_t> Encode(const std::vector<double>& v, DataType dtype);
 std::vector<double> Decode(const std::vector<uint8_t>& bytes, DataType dtype);
 
+// Runs `command` through /bin/sh with extra environment `env` ("K=V" entries),
+// capturing stdout and stderr together. Kills the process group and reports
+// timed_out if it runs past `timeout`. Returns the exit code (128+signal if killed).
+struct CommandResult {
+  int exit_code = -1;
+  bool timed_out = false;
+  std::string output;
+  double seconds = 0;
+};
+CommandResult RunCommand(const std::string& command, std::chrono::milliseconds timeout,
+                         const std::vector<std::string>& env = {});
+
 }  // namespace testing
 }  // namespace hvd
 
