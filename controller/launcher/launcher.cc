@@ -1,0 +1,490 @@
+#include "controller/launcher/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <system_error>
+#include <vector>
+
+#include "controller/launcher/local_spawner.h"
+#include "controller/launcher/prefixed_line_writer.h"
+#include "controller/launcher/rank_placement.h"
+#include "controller/tcp_store.h"
+
+namespace hvd {
+namespace launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// The supervising loop wakes at least this often.
+constexpr milliseconds kMaxPoll{100};
+// How long to wait for processes to vanish after SIGKILL before giving up on them.
+constexpr std::chrono::seconds kGiveUpAfterKill{10};
+// Reads of one pipe per wakeup, so one chatty rank cannot starve the others.
+constexpr int kReadsPerRound = 16;
+constexpr size_t kSecretBytes = 32;
+constexpr size_t kJobIdBytes = 8;
+
+std::string ErrnoText(int err) { return std::system_category().message(err); }
+
+std::string SecondsText(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", s);
+  return buf;
+}
+
+// `bytes` random bytes from /dev/urandom, hex-encoded.
+Status RandomHex(size_t bytes, std::string* out) {
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Internal("cannot open /dev/urandom: " + ErrnoText(errno));
+  std::vector<unsigned char> raw(bytes);
+  size_t got = 0;
+  for (int tries = 0; got < bytes && tries < 100; ++tries) {
+    const ssize_t n = ::read(fd, raw.data() + got, bytes - got);
+    if (n > 0)
+      got += static_cast<size_t>(n);
+    else if (n < 0 && errno != EINTR)
+      break;
+  }
+  ::close(fd);
+  if (got < bytes) return Status::Internal("cannot read /dev/urandom");
+  static const char kHex[] = "0123456789abcdef";
+  out->clear();
+  for (unsigned char b : raw) {
+    out->push_back(kHex[b >> 4]);
+    out->push_back(kHex[b & 15]);
+  }
+  return Status::OK();
+}
+
+std::string DescribeExit(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "was killed by signal " + std::to_string(sig) + " (" + ::strsignal(sig) + ")";
+  }
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+int ExitCodeOf(int status) {
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+const char* SignalName(int sig) {
+  switch (sig) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "a signal";
+  }
+}
+
+// Blocks SIGINT, SIGTERM and SIGCHLD for the process's lifetime in Run() and delivers
+// them through a signalfd; restores the mask and dispositions on destruction. Ignored
+// dispositions are reset first: an ignored signal is discarded even while blocked, and
+// an ignored SIGCHLD would make the kernel reap the ranks behind dprun's back.
+class SignalScope {
+ public:
+  ~SignalScope() {
+    if (!installed_) return;
+    Drain();
+    ::close(fd_);
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::sigaction(SIGCHLD, &old_chld_, nullptr);
+    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
+    ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+
+  Status Init() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGCHLD);
+    if (::pthread_sigmask(SIG_BLOCK, &set, &old_mask_) != 0)
+      return Status::Internal("cannot block signals");
+    struct sigaction dfl {
+    }, ign{};
+    dfl.sa_handler = SIG_DFL;
+    ign.sa_handler = SIG_IGN;
+    ::sigaction(SIGINT, &dfl, &old_int_);
+    ::sigaction(SIGTERM, &dfl, &old_term_);
+    ::sigaction(SIGCHLD, &dfl, &old_chld_);
+    // Writes to a closed stdout must fail with EPIPE, not kill the launcher.
+    ::sigaction(SIGPIPE, &ign, &old_pipe_);
+    installed_ = true;
+    fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (fd_ < 0) return Status::Internal("signalfd failed: " + ErrnoText(errno));
+    return Status::OK();
+  }
+
+  int fd() const { return fd_; }
+  // The mask dprun started with; ranks get it back.
+  const sigset_t& original_mask() const { return old_mask_; }
+
+  // The signals that arrived since the last call.
+  std::vector<int> Drain() {
+    std::vector<int> sigs;
+    signalfd_siginfo info;
+    for (int i = 0; i < 64 && ::read(fd_, &info, sizeof(info)) == sizeof(info); ++i)
+      sigs.push_back(static_cast<int>(info.ssi_signo));
+    return sigs;
+  }
+
+ private:
+  bool installed_ = false;
+  int fd_ = -1;
+  sigset_t old_mask_;
+  struct sigaction old_int_, old_term_, old_chld_, old_pipe_;
+};
+
+}  // namespace
+
+std::string StartedKey(int rank) { return "hvd/started/" + std::to_string(rank); }
+
+// One run of the job: the state the supervising loop works on.
+class Launcher::Job {
+ public:
+  Job(const LauncherOptions& options, int out_fd, int err_fd)
+      : options_(options), out_fd_(out_fd), err_fd_(err_fd) {}
+
+  int Run() {
+    const int early_exit = Setup();
+    if (early_exit >= 0) return early_exit;
+    Supervise();
+    for (Rank& r : ranks_) {
+      CloseStream(r.out);
+      CloseStream(r.err);
+    }
+    server_->Stop();
+    return exit_code_;
+  }
+
+ private:
+  struct Stream {
+    int fd = -1;
+    std::unique_ptr<PrefixedLineWriter> writer;
+  };
+  struct Rank {
+    int rank = 0;
+    pid_t pid = -1;  // Also its process group; -1 if never spawned.
+    bool running = false;
+    Stream out, err;
+  };
+  // kRunning until the job must end; then SIGTERM (kTerminating), then SIGKILL.
+  enum class Phase { kRunning, kTerminating, kKilling };
+
+  void Message(const std::string& text) { WriteFully(err_fd_, "dprun: " + text + "\n"); }
+
+  int Abort(const Status& s, int exit_code) {
+    Message(s.message());
+    return exit_code;
+  }
+
+  // Returns an exit status if the job ends before any rank runs, else -1.
+  int Setup() {
+    Status s = signals_.Init();
+    if (!s.ok()) return Abort(s, 1);
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    std::string exe;
+    s = ResolveCommand(options_.command[0], &exe);
+    if (!s.ok()) return Abort(s, 127);
+    JobEndpoint job;
+    s = RandomHex(kSecretBytes, &job.store_secret);
+    if (s.ok()) s = RandomHex(kJobIdBytes, &job.job_id);
+    if (!s.ok()) return Abort(s, 1);
+
+    TcpStoreServer::Options store_options;
+    store_options.host = "127.0.0.1";
+    store_options.secret = job.store_secret;
+    const int err_fd = err_fd_;
+    store_options.log = [err_fd](const std::string& line) {
+      WriteFully(err_fd, "dprun: store: " + line + "\n");
+    };
+    s = TcpStoreServer::Start(store_options, &server_);
+    if (!s.ok()) return Abort(s, 1);
+    local_store_ = server_->LocalStore();
+    job.store_addr = "127.0.0.1:" + std::to_string(server_->port());
+    if (options_.verbose) Message("store listening on " + job.store_addr + ", job " + job.job_id);
+
+    std::vector<RankPlacement> placements;
+    s = PlaceRanks(options_.num_ranks, {{"127.0.0.1", options_.num_ranks}}, job, &placements);
+    if (!s.ok()) return Abort(s, 1);
+    ranks_.resize(placements.size());
+    for (size_t i = 0; i < placements.size(); ++i) {
+      Rank& r = ranks_[i];
+      r.rank = placements[i].rank;
+      SpawnedRank child;
+      s = SpawnLocalRank(placements[i], exe, options_.command, signals_.original_mask(), &child);
+      if (!s.ok()) {
+        Fail(s.message(), 1);
+        break;
+      }
+      r.pid = child.pid;
+      r.running = true;
+      const std::string tag = "[" + std::to_string(r.rank) + "]";
+      r.out = {child.stdout_fd, std::make_unique<PrefixedLineWriter>(tag + "<stdout>:", out_fd_)};
+      r.err = {child.stderr_fd, std::make_unique<PrefixedLineWriter>(tag + "<stderr>:", err_fd_)};
+      if (options_.verbose) Message(RankName(r) + " launched");
+    }
+    if (options_.start_timeout_s > 0) {
+      start_check_pending_ = true;
+      start_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(options_.start_timeout_s));
+    }
+    return -1;
+  }
+
+  // The loop runs while ranks do; once teardown starts, each phase has a deadline.
+  void Supervise() {
+    std::vector<pollfd> fds;
+    std::vector<Stream*> streams;
+    for (;;) {
+      CheckDeadlines(Clock::now());
+      if (given_up_ || Finished()) return;
+      if (phase_ == Phase::kRunning && !AnyRunning()) {
+        std::string which;
+        for (const Rank& r : ranks_)
+          if (r.pid > 0 && ::kill(-r.pid, 0) == 0) which += " " + std::to_string(r.rank);
+        Message("all ranks exited; terminating processes left running by rank(s)" + which);
+        BeginTeardown();
+      }
+      fds.assign(1, {signals_.fd(), POLLIN, 0});
+      streams.clear();
+      for (Rank& r : ranks_) {
+        for (Stream* s : {&r.out, &r.err}) {
+          if (s->fd < 0) continue;
+          fds.push_back({s->fd, POLLIN, 0});
+          streams.push_back(s);
+        }
+      }
+      if (::poll(fds.data(), fds.size(), PollTimeoutMs()) > 0) {
+        if (fds[0].revents & POLLIN) HandleSignals();
+        for (size_t i = 1; i < fds.size(); ++i)
+          if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) ReadStream(*streams[i - 1]);
+      }
+      Reap();
+    }
+  }
+
+  int PollTimeoutMs() const {
+    auto next = Clock::now() + kMaxPoll;
+    if (start_check_pending_) next = std::min(next, start_deadline_);
+    if (phase_ == Phase::kTerminating) next = std::min(next, kill_deadline_);
+    const auto left = std::chrono::ceil<milliseconds>(next - Clock::now()).count();
+    return static_cast<int>(std::max<int64_t>(left, 0));
+  }
+
+  void ReadStream(Stream& s) {
+    char buf[64 * 1024];
+    for (int i = 0; i < kReadsPerRound && s.fd >= 0; ++i) {
+      const ssize_t n = ::read(s.fd, buf, sizeof(buf));
+      if (n > 0) {
+        s.writer->Append(buf, static_cast<size_t>(n));
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return;
+      } else {
+        CloseStream(s);  // End of stream, or an error that ends it.
+      }
+    }
+  }
+
+  static void CloseStream(Stream& s) {
+    if (s.fd < 0) return;
+    s.writer->Finish();
+    ::close(s.fd);
+    s.fd = -1;
+  }
+
+  void HandleSignals() {
+    for (int sig : signals_.Drain()) {
+      if (sig == SIGCHLD) continue;  // Reap() runs every round.
+      if (++interrupts_ == 1) {
+        Fail(std::string("received ") + SignalName(sig) + "; terminating all ranks", 128 + sig);
+      } else {
+        Message(std::string("received ") + SignalName(sig) + " again; killing all ranks now");
+        StartKilling();
+      }
+    }
+  }
+
+  // Reaps every child that has exited, ranks and adopted orphans alike.
+  void Reap() {
+    for (int i = 0; i < 4096; ++i) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) return;
+      for (Rank& r : ranks_)
+        if (r.pid == pid && r.running) OnRankExit(r, status);
+    }
+  }
+
+  void OnRankExit(Rank& r, int status) {
+    r.running = false;
+    // What the rank wrote before exiting is already in its pipes; print it first.
+    ReadStream(r.out);
+    ReadStream(r.err);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      if (options_.verbose) Message(RankName(r) + " exited with code 0");
+    } else if (!cause_recorded_) {
+      Fail(RankName(r) + " " + DescribeExit(status), ExitCodeOf(status));
+    } else {
+      Message(RankName(r) + " terminated by dprun (" + DescribeExit(status) + ")");
+    }
+  }
+
+  // Reports `why`; the first call decides the exit status and starts the teardown.
+  void Fail(const std::string& why, int exit_code) {
+    Message(why);
+    if (!cause_recorded_) {
+      cause_recorded_ = true;
+      exit_code_ = exit_code;
+    }
+    BeginTeardown();
+  }
+
+  void BeginTeardown() {
+    if (phase_ != Phase::kRunning) return;
+    if (options_.grace_period_s <= 0) return StartKilling();
+    phase_ = Phase::kTerminating;
+    SignalAll(SIGTERM);
+    kill_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(options_.grace_period_s));
+  }
+
+  void StartKilling() {
+    if (phase_ == Phase::kKilling) return;
+    phase_ = Phase::kKilling;
+    SignalAll(SIGKILL);
+    give_up_deadline_ = Clock::now() + kGiveUpAfterKill;
+  }
+
+  // Signals each rank's process group: the rank and whatever it started.
+  void SignalAll(int sig) {
+    for (const Rank& r : ranks_)
+      if (r.pid > 0) ::kill(-r.pid, sig);
+  }
+
+  void CheckDeadlines(Clock::time_point now) {
+    if (start_check_pending_ && now >= start_deadline_) CheckStarted();
+    if (phase_ == Phase::kTerminating && now >= kill_deadline_) {
+      if (options_.verbose) Message("grace period over; sending SIGKILL");
+      StartKilling();
+    }
+    if (phase_ == Phase::kKilling) {
+      SignalAll(SIGKILL);  // Again, for anything forked since.
+      if (now >= give_up_deadline_) {
+        std::string left;
+        for (const Rank& r : ranks_)
+          if (r.running) left += " " + RankName(r);
+        Message("giving up on processes still alive " + std::to_string(kGiveUpAfterKill.count()) +
+                " s after SIGKILL" + (left.empty() ? "" : ":" + left));
+        given_up_ = true;
+      }
+    }
+  }
+
+  // Fails the job if a running rank has not set its started key.
+  void CheckStarted() {
+    start_check_pending_ = false;
+    if (phase_ != Phase::kRunning) return;
+    std::vector<int> missing;
+    for (const Rank& r : ranks_)
+      if (r.running && !local_store_->Wait({StartedKey(r.rank)}, milliseconds(0)).ok())
+        missing.push_back(r.rank);
+    if (missing.empty()) {
+      if (options_.verbose) Message("all ranks started");
+      return;
+    }
+    std::string list;
+    for (int rank : missing) list += (list.empty() ? "" : ", ") + std::to_string(rank);
+    Fail((missing.size() == 1 ? "rank " : "ranks ") + list + " did not start within " +
+             SecondsText(options_.start_timeout_s) + " s",
+         1);
+  }
+
+  bool AnyRunning() const {
+    for (const Rank& r : ranks_)
+      if (r.running) return true;
+    return false;
+  }
+
+  // Done when every rank is reaped, its pipes are closed and its group is empty.
+  bool Finished() const {
+    for (const Rank& r : ranks_)
+      if (r.running || r.out.fd >= 0 || r.err.fd >= 0) return false;
+    for (const Rank& r : ranks_)
+      if (r.pid > 0 && ::kill(-r.pid, 0) == 0) return false;
+    return true;
+  }
+
+  static std::string RankName(const Rank& r) {
+    return "rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ")";
+  }
+
+  const LauncherOptions& options_;
+  const int out_fd_;
+  const int err_fd_;
+  SignalScope signals_;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::shared_ptr<Store> local_store_;
+  std::vector<Rank> ranks_;
+  Phase phase_ = Phase::kRunning;
+  bool cause_recorded_ = false;
+  int exit_code_ = 0;
+  int interrupts_ = 0;
+  bool start_check_pending_ = false;
+  bool given_up_ = false;
+  Clock::time_point start_deadline_, kill_deadline_, give_up_deadline_;
+};
+
+Launcher::Launcher(LauncherOptions options, int out_fd, int err_fd)
+    : options_(std::move(options)), out_fd_(out_fd), err_fd_(err_fd) {}
+
+Launcher::~Launcher() = default;
+
+int Launcher::Run() {
+  if (options_.num_ranks < 1 || options_.command.empty()) {
+    WriteFully(err_fd_, "dprun: nothing to run\n");
+    return 2;
+  }
+  Job job(options_, out_fd_, err_fd_);
+  return job.Run();
+}
+
+int DprunMain(int argc, char** argv) {
+  // Make sure fds 0-2 exist, so no pipe or socket dprun opens lands on them.
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) < 0) ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+  }
+  std::vector<std::string> args(argv + 1, argv + argc);
+  LauncherOptions options;
+  const Status s = ParseLauncherArgs(args, &options);
+  if (!s.ok()) {
+    WriteFully(2, "dprun: " + s.message() + "\n\n" + LauncherUsage());
+    return 2;
+  }
+  if (options.help) {
+    WriteFully(1, LauncherUsage());
+    return 0;
+  }
+  return Launcher(std::move(options)).Run();
+}
+
+}  // namespace launcher
+}  // namespace hvd

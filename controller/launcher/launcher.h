@@ -1,0 +1,60 @@
+// Launcher: runs one dprun job on this host and supervises it until every rank is gone.
+//
+// Run() does, in order:
+//   1. Blocks SIGINT, SIGTERM and SIGCHLD and reads them from a signalfd (before any
+//      thread starts, so no other thread takes them), and makes dprun a child
+//      subreaper so processes that ranks leave behind are re-parented to it.
+//   2. Starts a TcpStoreServer on 127.0.0.1 (ephemeral port, random secret).
+//   3. Places the ranks (rank_placement.h) and spawns each (local_spawner.h).
+//   4. Supervises in one poll loop: relays output lines, reaps children, checks the
+//      start timeout, and tears the job down when it must.
+//
+// Teardown: the first rank to exit non-zero or by a signal is the cause and is
+// reported as such; dprun sends SIGTERM to every rank's process group, SIGKILL after
+// the grace period, and reports later exits as consequences ("terminated by dprun").
+// A first SIGINT/SIGTERM to dprun starts the same teardown; a second one sends SIGKILL
+// at once. Run() returns only after every rank is reaped, its process group is empty
+// and its pipes are drained (or, if something survives SIGKILL, after a bounded wait).
+//
+// Run() owns the calling process's children while it runs: it reaps any child that
+// exits. It is meant for a launcher's main thread, once per process.
+#ifndef HVD_CONTROLLER_LAUNCHER_LAUNCHER_H_
+#define HVD_CONTROLLER_LAUNCHER_LAUNCHER_H_
+
+#include <memory>
+
+#include "controller/launcher/launcher_options.h"
+
+namespace hvd {
+namespace launcher {
+
+// The store key a rank sets once it has connected to the job's store. The launcher
+// fails the job if some rank has not set it within --start-timeout.
+std::string StartedKey(int rank);
+
+class Launcher {
+ public:
+  // Relayed rank output and dprun's own messages go to `out_fd` (stdout lines) and
+  // `err_fd` (stderr lines and every "dprun: ..." message).
+  Launcher(LauncherOptions options, int out_fd = 1, int err_fd = 2);
+  ~Launcher();
+  Launcher(const Launcher&) = delete;
+  Launcher& operator=(const Launcher&) = delete;
+
+  // Runs the job to the end and returns dprun's exit status (see LauncherUsage()).
+  int Run();
+
+ private:
+  class Job;
+  LauncherOptions options_;
+  int out_fd_;
+  int err_fd_;
+};
+
+// dprun's main: parses argv, prints usage errors (exit 2) or help (exit 0), runs.
+int DprunMain(int argc, char** argv);
+
+}  // namespace launcher
+}  // namespace hvd
+
+#endif  // HVD_CONTROLLER_LAUNCHER_LAUNCHER_H_

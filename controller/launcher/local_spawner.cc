@@ -1,0 +1,162 @@
+#include "controller/launcher/local_spawner.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <system_error>
+
+extern char** environ;
+
+namespace hvd {
+namespace launcher {
+namespace {
+
+std::string ErrnoText(int err) { return std::system_category().message(err); }
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// The child's environment: dprun's own, with the placement's variables replacing any
+// of the same name.
+std::vector<std::string> ChildEnvironment(const RankPlacement& placement) {
+  std::set<std::string> ours;
+  for (const auto& [name, value] : placement.env) ours.insert(name);
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq != nullptr && ours.count(std::string(*e, static_cast<size_t>(eq - *e))) > 0) continue;
+    env.emplace_back(*e);
+  }
+  for (const auto& [name, value] : placement.env) env.push_back(name + "=" + value);
+  return env;
+}
+
+std::vector<char*> CStrings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Runs in the child between fork and exec: async-signal-safe calls only. Reports a
+// failure's errno through `error_fd` and exits 127.
+[[noreturn]] void ExecChild(pid_t parent, int null_fd, int out_fd, int err_fd, int error_fd,
+                            const sigset_t& mask, const char* path, char** argv, char** envp) {
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(127);  // dprun died before prctl took effect.
+  if (::dup2(null_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) {
+    const int err = errno;
+    [[maybe_unused]] ssize_t n = ::write(error_fd, &err, sizeof(err));
+    ::_exit(127);
+  }
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  ::sigaction(SIGPIPE, &dfl, nullptr);
+  ::sigaction(SIGINT, &dfl, nullptr);
+  ::sigaction(SIGTERM, &dfl, nullptr);
+  ::sigprocmask(SIG_SETMASK, &mask, nullptr);
+  ::execve(path, argv, envp);
+  const int err = errno;
+  [[maybe_unused]] ssize_t n = ::write(error_fd, &err, sizeof(err));
+  ::_exit(127);
+}
+
+void CloseAll(std::initializer_list<int> fds) {
+  for (int fd : fds)
+    if (fd >= 0) ::close(fd);
+}
+
+}  // namespace
+
+Status ResolveCommand(const std::string& name, std::string* path) {
+  if (name.empty()) return Status::InvalidArgument("command not found: ''");
+  if (name.find('/') != std::string::npos) {
+    if (!IsExecutableFile(name))
+      return Status::InvalidArgument("command not found or not executable: " + name);
+    *path = name;
+    return Status::OK();
+  }
+  const char* env_path = std::getenv("PATH");
+  const std::string dirs = env_path != nullptr ? env_path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
+    const std::string candidate = dir + "/" + name;
+    if (IsExecutableFile(candidate)) {
+      *path = candidate;
+      return Status::OK();
+    }
+    start = end + 1;
+  }
+  return Status::InvalidArgument("command not found: " + name);
+}
+
+Status SpawnLocalRank(const RankPlacement& placement, const std::string& exe_path,
+                      const std::vector<std::string>& argv, const sigset_t& child_mask,
+                      SpawnedRank* out) {
+  std::vector<std::string> env_strings = ChildEnvironment(placement);
+  std::vector<std::string> argv_strings = argv;
+  std::vector<char*> envp = CStrings(env_strings);
+  std::vector<char*> argvp = CStrings(argv_strings);
+
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, error_pipe[2] = {-1, -1};
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
+      ::pipe2(error_pipe, O_CLOEXEC) != 0) {
+    const int err = errno;
+    CloseAll({null_fd, out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], error_pipe[0],
+              error_pipe[1]});
+    return Status::Internal("cannot create pipes for rank " + std::to_string(placement.rank) +
+                            ": " + ErrnoText(err));
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0)
+    ExecChild(parent, null_fd, out_pipe[1], err_pipe[1], error_pipe[1], child_mask,
+              exe_path.c_str(), argvp.data(), envp.data());
+  const int fork_errno = errno;
+  CloseAll({null_fd, out_pipe[1], err_pipe[1], error_pipe[1]});
+  if (pid < 0) {
+    CloseAll({out_pipe[0], err_pipe[0], error_pipe[0]});
+    return Status::Internal("cannot fork rank " + std::to_string(placement.rank) + ": " +
+                            ErrnoText(fork_errno));
+  }
+  // Also from the parent, so the group exists before anyone signals it.
+  ::setpgid(pid, pid);
+
+  // The error pipe closes on a successful exec; otherwise it carries the child's errno.
+  // The child does nothing slow before either, so 10 s bounds a pathological case.
+  int child_errno = 0;
+  pollfd p{error_pipe[0], POLLIN, 0};
+  ssize_t got = 0;
+  if (::poll(&p, 1, 10000) > 0) got = ::read(error_pipe[0], &child_errno, sizeof(child_errno));
+  ::close(error_pipe[0]);
+  if (got == static_cast<ssize_t>(sizeof(child_errno))) {
+    ::waitpid(pid, nullptr, 0);
+    CloseAll({out_pipe[0], err_pipe[0]});
+    return Status::Internal("rank " + std::to_string(placement.rank) + ": cannot execute '" +
+                            exe_path + "': " + ErrnoText(child_errno));
+  }
+  ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
+  ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+  out->pid = pid;
+  out->stdout_fd = out_pipe[0];
+  out->stderr_fd = err_pipe[0];
+  return Status::OK();
+}
+
+}  // namespace launcher
+}  // namespace hvd

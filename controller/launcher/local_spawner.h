@@ -1,0 +1,46 @@
+// LocalSpawner: starts one rank as a child process on this host.
+//
+// Each rank runs in its own process group (so dprun can signal the rank and everything
+// it started with one kill(-pgid)), with stdin from /dev/null and stdout/stderr into
+// pipes that dprun reads. The child gets SIGKILL if dprun dies (PR_SET_PDEATHSIG), so
+// a crashed launcher does not leave ranks behind.
+//
+// Everything the child needs is built before fork(), so the child runs only
+// async-signal-safe calls between fork and exec: dprun has threads (the store server).
+#ifndef HVD_CONTROLLER_LAUNCHER_LOCAL_SPAWNER_H_
+#define HVD_CONTROLLER_LAUNCHER_LOCAL_SPAWNER_H_
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "controller/launcher/rank_placement.h"
+#include "runtime/status.h"
+
+namespace hvd {
+namespace launcher {
+
+struct SpawnedRank {
+  pid_t pid = -1;      // Also the process group id.
+  int stdout_fd = -1;  // Read ends, non-blocking, close-on-exec; the caller closes them.
+  int stderr_fd = -1;
+};
+
+// Finds `name` the way execvp would: as a path if it contains '/', else on $PATH.
+// Returns kInvalidArgument "command not found" if there is no executable file.
+Status ResolveCommand(const std::string& name, std::string* path);
+
+// Forks and execs `exe_path` with `argv` for `placement`, whose variables are added to
+// (or replace those in) dprun's own environment. The child's signal mask is set to
+// `child_mask` and SIGPIPE, SIGINT and SIGTERM are reset to their defaults. Returns
+// kInternal if fork or exec failed; on exec failure the child has already been reaped.
+Status SpawnLocalRank(const RankPlacement& placement, const std::string& exe_path,
+                      const std::vector<std::string>& argv, const sigset_t& child_mask,
+                      SpawnedRank* out);
+
+}  // namespace launcher
+}  // namespace hvd
+
+#endif  // HVD_CONTROLLER_LAUNCHER_LOCAL_SPAWNER_H_

@@ -1,0 +1,68 @@
+#include "controller/launcher/prefixed_line_writer.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace hvd {
+namespace launcher {
+
+void WriteFully(int fd, const std::string& data) {
+  size_t done = 0;
+  int stalls = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      stalls = 0;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN && stalls < 100) {
+      // A non-blocking destination (a terminal shared with another program): wait.
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 100);
+      ++stalls;
+    } else {
+      return;  // EPIPE, a closed fd, or stalled for 10 s: drop the output.
+    }
+  }
+}
+
+PrefixedLineWriter::PrefixedLineWriter(std::string prefix, int out_fd, size_t max_line)
+    : prefix_(std::move(prefix)), out_fd_(out_fd), max_line_(max_line) {}
+
+void PrefixedLineWriter::Append(const char* data, size_t n) {
+  std::string out;
+  const char* end = data + n;
+  while (data < end) {
+    const size_t room = max_line_ - std::min(partial_.size(), max_line_);
+    const size_t span = std::min(static_cast<size_t>(end - data), room);
+    const char* newline = static_cast<const char*>(std::memchr(data, '\n', span));
+    if (newline == nullptr && partial_.size() + span < max_line_) {
+      partial_.append(data, span);  // No complete line yet.
+      break;
+    }
+    // A newline, or a full max_line_ of text, ends the current line.
+    const char* stop = newline != nullptr ? newline : data + span;
+    out += prefix_;
+    out += partial_;
+    out.append(data, stop);
+    out += '\n';
+    partial_.clear();
+    data = newline != nullptr ? newline + 1 : stop;
+  }
+  if (!out.empty()) WriteFully(out_fd_, out);
+}
+
+void PrefixedLineWriter::Finish() {
+  if (partial_.empty()) return;
+  WriteFully(out_fd_, prefix_ + partial_ + "\n");
+  partial_.clear();
+}
+
+}  // namespace launcher
+}  // namespace hvd

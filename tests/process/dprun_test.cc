@@ -1,0 +1,505 @@
+// dprun end to end: the built launcher (HVD_DPRUN_PATH) runs small sh one-liners as
+// ranks, and the tests check its output, environment, exit statuses and teardown.
+// Every dprun run is bounded: past its limit the test kills it and fails.
+//
+// DprunRank.DISABLED_* are not tests on their own: they are the rank program of the
+// tests that need a rank to talk to the store (this binary, run by dprun with
+// --gtest_also_run_disabled_tests).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controller/tcp_store.h"
+
+namespace hvd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// A running dprun with its stdout and stderr captured.
+class Dprun {
+ public:
+  Dprun(const std::vector<std::string>& args,
+        const std::vector<std::pair<std::string, std::string>>& extra_env = {}) {
+    std::vector<std::string> argv_strings = {HVD_DPRUN_PATH};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& s : argv_strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    int out[2], err[2];
+    HVD_CHECK(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0);
+    start_ = Clock::now();
+    pid_ = ::fork();
+    HVD_CHECK(pid_ >= 0);
+    if (pid_ == 0) {
+      ::setpgid(0, 0);
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      for (const auto& [name, value] : extra_env) ::setenv(name.c_str(), value.c_str(), 1);
+      ::execv(argv[0], argv.data());
+      ::_exit(126);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    out_fd_ = out[0];
+    err_fd_ = err[0];
+  }
+
+  ~Dprun() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_fd_ >= 0) ::close(out_fd_);
+    if (err_fd_ >= 0) ::close(err_fd_);
+  }
+
+  // Reads output until `done()` holds or `timeout` passes; returns done().
+  bool ReadUntil(const std::function<bool()>& done, milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (!done() && Clock::now() < deadline && (out_fd_ >= 0 || err_fd_ >= 0)) ReadSome(50);
+    return done();
+  }
+
+  void Signal(int sig) { ::kill(pid_, sig); }
+
+  // Waits for dprun to exit and its pipes to close. Past `timeout` it kills dprun's
+  // process group and fails the test.
+  int Wait(seconds timeout = seconds(30)) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline && (out_fd_ >= 0 || err_fd_ >= 0)) ReadSome(100);
+    int status = 0;
+    while (Clock::now() < deadline && ::waitpid(pid_, &status, WNOHANG) == 0)
+      std::this_thread::sleep_for(milliseconds(10));
+    if (Clock::now() >= deadline) {
+      ADD_FAILURE() << "dprun ran past " << timeout.count() << " s; killing it\nstdout:\n"
+                    << out << "\nstderr:\n"
+                    << err;
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+    }
+    reaped_ = true;
+    elapsed = Clock::now() - start_;
+    return status;
+  }
+
+  std::string out, err;
+  Clock::duration elapsed{};
+
+ private:
+  void ReadSome(int timeout_ms) {
+    pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, timeout_ms) <= 0) return;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[65536];
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
+      int& fd = i == 0 ? out_fd_ : err_fd_;
+      if (n > 0) {
+        (i == 0 ? out : err).append(buf, static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        ::close(fd);
+        fd = -1;
+      }
+    }
+  }
+
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int out_fd_ = -1, err_fd_ = -1;
+  Clock::time_point start_;
+};
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+int ExitCode(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// One relayed line, "[<rank>]<<stream>>:<text>", split up. False if it is not one.
+struct RelayedLine {
+  int rank = -1;
+  std::string stream, text;
+};
+bool ParseRelayedLine(const std::string& line, RelayedLine* out) {
+  const size_t close = line.find(']');
+  const size_t colon = line.find(">:");
+  if (line.size() < 2 || line[0] != '[' || close == std::string::npos || close < 2 ||
+      colon == std::string::npos || colon < close || line[close + 1] != '<')
+    return false;
+  const std::string rank = line.substr(1, close - 1);
+  if (rank.find_first_not_of("0123456789") != std::string::npos) return false;
+  out->rank = std::stoi(rank);
+  out->stream = line.substr(close + 2, colon - close - 2);
+  out->text = line.substr(colon + 2);
+  return true;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> Words(const std::string& text) {
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+bool IsHex(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// Every "pid=N" that ranks printed to stdout, by rank; -1 where a rank printed none.
+std::vector<pid_t> RankPids(const std::string& out, int ranks) {
+  std::vector<pid_t> pids(ranks, -1);
+  for (const std::string& line : Lines(out)) {
+    RelayedLine l;
+    if (ParseRelayedLine(line, &l) && l.stream == "stdout" && l.rank < ranks &&
+        l.text.rfind("pid=", 0) == 0)
+      pids[l.rank] = std::stoi(l.text.substr(4));
+  }
+  return pids;
+}
+
+// True once `pid` is gone (not even a zombie), waiting up to 2 s.
+bool Gone(pid_t pid) {
+  for (int i = 0; i < 200; ++i) {
+    if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return false;
+}
+
+int CountLines(const std::string& text, const std::string& prefix) {
+  int n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) ++n;
+  return n;
+}
+
+// Tests that do not test the start timeout pass this: sh ranks never set the key.
+const std::vector<std::string> kNoStartCheck = {"--start-timeout", "1000"};
+
+std::vector<std::string> Args(int np, const std::string& script,
+                              std::vector<std::string> extra = kNoStartCheck) {
+  std::vector<std::string> a = {"-np", std::to_string(np)};
+  a.insert(a.end(), extra.begin(), extra.end());
+  a.insert(a.end(), {"sh", "-c", script});
+  return a;
+}
+
+TEST(DprunTest, PrefixesEachLineWithRankAndStream) {
+  Dprun d(Args(2, "echo out$HVD_RANK; echo err$HVD_RANK >&2; printf tail$HVD_RANK"));
+  EXPECT_EQ(ExitCode(d.Wait()), 0) << d.err;
+  for (int r = 0; r < 2; ++r) {
+    const std::string tag = "[" + std::to_string(r) + "]";
+    EXPECT_TRUE(Contains(d.out, tag + "<stdout>:out" + std::to_string(r) + "\n")) << d.out;
+    EXPECT_TRUE(Contains(d.err, tag + "<stderr>:err" + std::to_string(r) + "\n")) << d.err;
+    // A final line without a newline is flushed when the pipe closes.
+    EXPECT_TRUE(Contains(d.out, tag + "<stdout>:tail" + std::to_string(r) + "\n")) << d.out;
+  }
+  EXPECT_FALSE(Contains(d.out, "<stderr>"));
+  EXPECT_FALSE(Contains(d.err, "<stdout>"));
+}
+
+TEST(DprunTest, LinesFromManyRanksNeverInterleave) {
+  constexpr int kRanks = 4, kLines = 3000;
+  Dprun d(Args(kRanks, "seq 1 " + std::to_string(kLines) + " | sed \"s/^/r$HVD_RANK-/;s/$/-" +
+                           std::string(120, 'x') + "/\""));
+  EXPECT_EQ(ExitCode(d.Wait()), 0) << d.err;
+  std::vector<int> counts(kRanks, 0);
+  int bad = 0;
+  for (const std::string& line : Lines(d.out)) {
+    RelayedLine l;
+    const bool ok = ParseRelayedLine(line, &l) && l.stream == "stdout" && l.rank < kRanks &&
+                    l.text.rfind("r" + std::to_string(l.rank) + "-", 0) == 0 &&
+                    l.text.size() > 124 &&
+                    l.text.substr(l.text.size() - 121) == "-" + std::string(120, 'x');
+    if (!ok) {
+      if (++bad < 5) ADD_FAILURE() << "mangled line: " << line.substr(0, 200);
+      continue;
+    }
+    ++counts[l.rank];
+  }
+  EXPECT_EQ(bad, 0);
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(counts[r], kLines) << "rank " << r;
+}
+
+TEST(DprunTest, EachRankGetsItsEnvironment) {
+  constexpr int kRanks = 3;
+  Dprun d(Args(kRanks,
+               "echo env $HVD_RANK $HVD_SIZE $HVD_LOCAL_RANK $HVD_LOCAL_SIZE $HVD_CROSS_RANK "
+               "$HVD_CROSS_SIZE $HVD_STORE_ADDR $HVD_STORE_SECRET $HVD_GLOO_HOSTNAME $HVD_JOB_ID",
+               {"--start-timeout", "1000", "--verbose"}));
+  ASSERT_EQ(ExitCode(d.Wait()), 0) << d.err;
+  std::set<std::string> addrs, secrets, job_ids;
+  int seen = 0;
+  for (const std::string& line : Lines(d.out)) {
+    RelayedLine l;
+    ASSERT_TRUE(ParseRelayedLine(line, &l)) << line;
+    const std::vector<std::string> w = Words(l.text);
+    ASSERT_EQ(w.size(), 11u) << line;
+    ASSERT_EQ(w[0], "env") << line;
+    ++seen;
+    const std::string r = std::to_string(l.rank);
+    EXPECT_EQ(w[1], r) << "HVD_RANK";
+    EXPECT_EQ(w[2], std::to_string(kRanks)) << "HVD_SIZE";
+    EXPECT_EQ(w[3], r) << "HVD_LOCAL_RANK";
+    EXPECT_EQ(w[4], std::to_string(kRanks)) << "HVD_LOCAL_SIZE";
+    EXPECT_EQ(w[5], "0") << "HVD_CROSS_RANK";
+    EXPECT_EQ(w[6], "1") << "HVD_CROSS_SIZE";
+    EXPECT_EQ(w[7].rfind("127.0.0.1:", 0), 0u) << "HVD_STORE_ADDR";
+    EXPECT_TRUE(IsHex(w[8]) && w[8].size() == 64) << "HVD_STORE_SECRET: 32 random bytes, hex";
+    EXPECT_EQ(w[9], "127.0.0.1") << "HVD_GLOO_HOSTNAME";
+    EXPECT_TRUE(IsHex(w[10])) << "HVD_JOB_ID";
+    addrs.insert(w[7]);
+    secrets.insert(w[8]);
+    job_ids.insert(w[10]);
+  }
+  EXPECT_EQ(seen, kRanks) << d.out;
+  ASSERT_EQ(addrs.size(), 1u);
+  EXPECT_EQ(secrets.size(), 1u);
+  EXPECT_EQ(job_ids.size(), 1u);
+  std::string host;
+  int port = 0;
+  EXPECT_TRUE(ParseHostPort(*addrs.begin(), &host, &port).ok());
+  // --verbose names the store address and each rank's pid.
+  EXPECT_TRUE(Contains(d.err, "store listening on " + *addrs.begin())) << d.err;
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_TRUE(Contains(d.err, "rank " + std::to_string(r) + " (pid ")) << d.err;
+}
+
+TEST(DprunTest, AllRanksSucceedingExitsZero) {
+  Dprun d(Args(4, "exit 0"));
+  EXPECT_EQ(ExitCode(d.Wait()), 0) << d.err;
+  EXPECT_EQ(d.err, "");
+}
+
+TEST(DprunTest, FailingRankTearsDownTheJobFast) {
+  Dprun d(Args(2,
+               "if [ \"$HVD_RANK\" = 1 ]; then sleep 0.5; echo dying >&2; exit 3; fi; "
+               "echo pid=$$; exec sleep 60"));
+  const int status = d.Wait();
+  EXPECT_EQ(ExitCode(status), 3) << d.err;
+  EXPECT_LT(Seconds(d.elapsed), 10.0);
+  const std::vector<pid_t> pids = RankPids(d.out, 2);
+  ASSERT_GT(pids[0], 0) << d.out;
+  const size_t cause = d.err.find("dprun: rank 1 (pid ");
+  const size_t consequence =
+      d.err.find("dprun: rank 0 (pid " + std::to_string(pids[0]) + ") terminated by dprun");
+  ASSERT_NE(cause, std::string::npos) << d.err;
+  EXPECT_TRUE(Contains(d.err.substr(cause), ") exited with code 3\n")) << d.err;
+  EXPECT_NE(consequence, std::string::npos) << d.err;
+  EXPECT_LT(cause, consequence) << d.err;
+  // The dying rank's last words come before dprun's verdict on it.
+  EXPECT_LT(d.err.find("[1]<stderr>:dying"), cause) << d.err;
+  EXPECT_TRUE(Gone(pids[0])) << "rank 0's sleep outlived dprun";
+}
+
+TEST(DprunTest, RankKilledBySignal) {
+  Dprun d(Args(2,
+               "if [ \"$HVD_RANK\" = 1 ]; then sleep 0.3; kill -9 $$; fi; "
+               "echo pid=$$; exec sleep 60"));
+  const int status = d.Wait();
+  EXPECT_EQ(ExitCode(status), 128 + 9) << d.err;
+  EXPECT_LT(Seconds(d.elapsed), 10.0);
+  EXPECT_TRUE(Contains(d.err, ") was killed by signal 9 (Killed)")) << d.err;
+  EXPECT_TRUE(Contains(d.err, "dprun: rank 1 (pid ")) << d.err;
+  const std::vector<pid_t> pids = RankPids(d.out, 2);
+  ASSERT_GT(pids[0], 0) << d.out;
+  EXPECT_TRUE(Gone(pids[0]));
+}
+
+TEST(DprunTest, ProcessesARankLeavesBehindAreTerminated) {
+  // Rank 0 starts a background sleep and exits 0 at once; it must not survive dprun.
+  Dprun d(Args(1, "sleep 60 & echo pid=$!"));
+  EXPECT_EQ(ExitCode(d.Wait()), 0) << d.err;
+  EXPECT_LT(Seconds(d.elapsed), 10.0);
+  const std::vector<pid_t> pids = RankPids(d.out, 1);
+  ASSERT_GT(pids[0], 0) << d.out;
+  EXPECT_TRUE(Gone(pids[0]));
+}
+
+class DprunSignalTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(DprunSignalTest, SignalToDprunStopsTheJob) {
+  const int sig = GetParam();
+  Dprun d(Args(3, "echo pid=$$; exec sleep 60"));
+  ASSERT_TRUE(d.ReadUntil([&] { return CountLines(d.out, "[") == 3; }, milliseconds(10000)))
+      << d.out << d.err;
+  const auto sent = Clock::now();
+  d.Signal(sig);
+  const int status = d.Wait();
+  EXPECT_EQ(ExitCode(status), 128 + sig) << d.err;
+  EXPECT_LT(Seconds(Clock::now() - sent), 5.0);
+  EXPECT_TRUE(Contains(d.err, std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM")))
+      << d.err;
+  for (pid_t pid : RankPids(d.out, 3)) {
+    ASSERT_GT(pid, 0) << d.out;
+    EXPECT_TRUE(Gone(pid));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(IntAndTerm, DprunSignalTest, ::testing::Values(SIGINT, SIGTERM),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string(info.param == SIGINT ? "Sigint" : "Sigterm");
+                         });
+
+TEST(DprunTest, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
+  Dprun d(Args(2, "trap '' TERM; echo pid=$$; exec sleep 60",
+               {"--start-timeout", "1000", "--grace-period", "1"}));
+  ASSERT_TRUE(d.ReadUntil([&] { return CountLines(d.out, "[") == 2; }, milliseconds(10000)));
+  const auto sent = Clock::now();
+  d.Signal(SIGINT);
+  EXPECT_EQ(ExitCode(d.Wait()), 130) << d.err;
+  const double waited = Seconds(Clock::now() - sent);
+  EXPECT_GT(waited, 0.8);
+  EXPECT_LT(waited, 6.0);
+  EXPECT_TRUE(Contains(d.err, "terminated by dprun (was killed by signal 9 (Killed))")) << d.err;
+  for (pid_t pid : RankPids(d.out, 2)) EXPECT_TRUE(Gone(pid));
+}
+
+TEST(DprunTest, SecondSigintKillsAtOnce) {
+  Dprun d(Args(2, "trap '' TERM; echo pid=$$; exec sleep 60",
+               {"--start-timeout", "1000", "--grace-period", "60"}));
+  ASSERT_TRUE(d.ReadUntil([&] { return CountLines(d.out, "[") == 2; }, milliseconds(10000)));
+  const auto sent = Clock::now();
+  d.Signal(SIGINT);
+  std::this_thread::sleep_for(milliseconds(300));
+  d.Signal(SIGINT);
+  EXPECT_EQ(ExitCode(d.Wait()), 130) << d.err;
+  EXPECT_LT(Seconds(Clock::now() - sent), 5.0);
+  EXPECT_TRUE(Contains(d.err, "received SIGINT again")) << d.err;
+}
+
+TEST(DprunTest, StartTimeoutNamesTheRanksThatDidNotStart) {
+  Dprun d({"-np", "2", "--start-timeout", "1", "sleep", "30"});
+  const int status = d.Wait();
+  EXPECT_NE(ExitCode(status), 0);
+  EXPECT_LT(Seconds(d.elapsed), 8.0);
+  EXPECT_TRUE(Contains(d.err, "dprun: ranks 0, 1 did not start within 1 s")) << d.err;
+}
+
+// The rank program for the next tests: connects to the job's store as the runtime
+// would and sets hvd/started/<rank>, unless its rank is DPRUN_TEST_SILENT_RANK; then
+// stays alive for DPRUN_TEST_LINGER_MS.
+TEST(DprunRank, DISABLED_ConnectAndMarkStarted) {
+  const char* addr = std::getenv("HVD_STORE_ADDR");
+  const char* secret = std::getenv("HVD_STORE_SECRET");
+  const char* rank = std::getenv("HVD_RANK");
+  ASSERT_TRUE(addr && secret && rank);
+  const char* silent = std::getenv("DPRUN_TEST_SILENT_RANK");
+  if (silent == nullptr || std::string(silent) != rank) {
+    std::string host;
+    int port = 0;
+    ASSERT_TRUE(ParseHostPort(addr, &host, &port).ok());
+    std::shared_ptr<Store> store;
+    const Status s = ConnectTcpStore(host, port, secret, milliseconds(10000), &store);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_TRUE(store->Set(std::string("hvd/started/") + rank, "1").ok());
+  }
+  const char* linger = std::getenv("DPRUN_TEST_LINGER_MS");
+  std::this_thread::sleep_for(milliseconds(linger ? std::atoi(linger) : 0));
+}
+
+std::string SelfExe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+// dprun arguments that run DprunRank.DISABLED_ConnectAndMarkStarted as every rank.
+std::vector<std::string> SelfAsRank(int np, const std::string& start_timeout) {
+  return {"-np",
+          std::to_string(np),
+          "--start-timeout",
+          start_timeout,
+          SelfExe(),
+          "--gtest_filter=DprunRank.DISABLED_ConnectAndMarkStarted",
+          "--gtest_also_run_disabled_tests"};
+}
+
+TEST(DprunTest, RanksThatConnectAndSetTheKeyCountAsStarted) {
+  Dprun d(SelfAsRank(3, "1"), {{"DPRUN_TEST_LINGER_MS", "2000"}});
+  EXPECT_EQ(ExitCode(d.Wait()), 0) << d.out << d.err;
+  EXPECT_FALSE(Contains(d.err, "did not start")) << d.err;
+  EXPECT_EQ(CountLines(d.out, "[0]<stdout>:[  PASSED  ] 1 test"), 1) << d.out;
+}
+
+TEST(DprunTest, OneRankThatNeverConnectsFailsTheJob) {
+  Dprun d(SelfAsRank(3, "1"), {{"DPRUN_TEST_LINGER_MS", "20000"}, {"DPRUN_TEST_SILENT_RANK", "2"}});
+  EXPECT_EQ(ExitCode(d.Wait()), 1) << d.err;
+  EXPECT_LT(Seconds(d.elapsed), 10.0);
+  EXPECT_TRUE(Contains(d.err, "dprun: rank 2 did not start within 1 s\n")) << d.err;
+}
+
+TEST(DprunTest, UsageErrorsExitTwo) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{}, "missing -np N"},
+      {{"true"}, "missing -np N"},
+      {{"-np", "0", "true"}, "-np must be at least 1"},
+      {{"-np", "-3", "true"}, "-np must be at least 1"},
+      {{"-np", "x", "true"}, "-np expects an integer, got 'x'"},
+      {{"-np", "2"}, "no command to run"},
+      {{"-np", "2", "--"}, "no command to run"},
+      {{"--bogus", "-np", "1", "true"}, "unknown option '--bogus'"},
+      {{"-np", "1", "--start-timeout", "soon", "true"}, "--start-timeout expects a number"},
+      {{"-np", "1", "--grace-period"}, "option --grace-period needs a value S"},
+      {{"-np", "1", "--verbose=yes", "true"}, "option --verbose takes no value"},
+  };
+  for (const auto& [args, message] : cases) {
+    Dprun d(args);
+    EXPECT_EQ(ExitCode(d.Wait()), 2) << d.err;
+    EXPECT_TRUE(Contains(d.err, "dprun: " + message)) << d.err;
+    EXPECT_TRUE(Contains(d.err, "usage: dprun -np N")) << d.err;
+  }
+}
+
+TEST(DprunTest, HelpListsEveryOptionWithItsDefault) {
+  for (const char* flag : {"-h", "--help"}) {
+    Dprun d({flag});
+    EXPECT_EQ(ExitCode(d.Wait()), 0);
+    for (const char* text :
+         {"usage: dprun", "-np, --num-proc N", "--start-timeout S", "(default: 120)",
+          "--grace-period S", "(default: 5)", "--verbose", "-h, --help", "HVD_STORE_ADDR"})
+      EXPECT_TRUE(Contains(d.out, text)) << text << "\n" << d.out;
+  }
+}
+
+TEST(DprunTest, OptionsAcceptEqualsFormAndDoubleDash) {
+  Dprun d({"-np=2", "--start-timeout=1000", "--", "sh", "-c", "echo r$HVD_RANK"});
+  EXPECT_EQ(ExitCode(d.Wait()), 0) << d.err;
+  EXPECT_TRUE(Contains(d.out, "[1]<stdout>:r1\n")) << d.out;
+}
+
+TEST(DprunTest, UnknownCommandExits127) {
+  Dprun d({"-np", "2", "no-such-command-dprun-test"});
+  EXPECT_EQ(ExitCode(d.Wait()), 127);
+  EXPECT_TRUE(Contains(d.err, "command not found: no-such-command-dprun-test")) << d.err;
+}
+
+}  // namespace
+}  // namespace hvd
