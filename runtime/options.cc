@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 
 namespace hvd {
 namespace {
@@ -43,14 +44,18 @@ Status ParseInt32(const RuntimeOptions::GetEnv& env, std::initializer_list<const
                   int64_t min, int* out) {
   int64_t v = *out;
   HVD_RETURN_IF_ERROR(ParseInt(env, names, min, &v));
-  if (v > INT32_MAX) return Status::InvalidArgument(std::string(*names.begin()) + " is too large");
+  if (v > INT32_MAX) {
+    const char* which = nullptr;
+    const char* text = Lookup(env, names, &which);
+    return Bad(which, text, "an integer below 2^31");
+  }
   *out = static_cast<int>(v);
   return Status::OK();
 }
 
-// A non-negative decimal number, e.g. "1", "0.5", "2.5".
+// A non-negative decimal number no larger than `max`, e.g. "1", "0.5", "2.5".
 Status ParseNumber(const RuntimeOptions::GetEnv& env, std::initializer_list<const char*> names,
-                   double* out, bool* found) {
+                   double max, double* out, bool* found) {
   *found = false;
   const char* which = nullptr;
   const char* v = Lookup(env, names, &which);
@@ -59,6 +64,11 @@ Status ParseNumber(const RuntimeOptions::GetEnv& env, std::initializer_list<cons
   double parsed = std::strtod(v, &end);
   if (*v == '\0' || *end != '\0' || !std::isfinite(parsed) || parsed < 0)
     return Bad(which, v, "a non-negative number");
+  if (parsed > max) {
+    std::ostringstream limit;
+    limit << "a number no larger than " << max;
+    return Bad(which, v, limit.str().c_str());
+  }
   *out = parsed;
   *found = true;
   return Status::OK();
@@ -68,7 +78,8 @@ Status ParseSeconds(const RuntimeOptions::GetEnv& env, std::initializer_list<con
                     std::chrono::milliseconds* out) {
   double seconds = 0;
   bool found = false;
-  HVD_RETURN_IF_ERROR(ParseNumber(env, names, &seconds, &found));
+  // A year is far past any sensible wait, and far inside int64 milliseconds.
+  HVD_RETURN_IF_ERROR(ParseNumber(env, names, 365.0 * 24 * 3600, &seconds, &found));
   if (found) *out = std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
   return Status::OK();
 }
@@ -143,7 +154,8 @@ Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
 
   double cycle_ms = 0;
   bool found = false;
-  HVD_RETURN_IF_ERROR(ParseNumber(env, {"HVD_CYCLE_TIME", "HOROVOD_CYCLE_TIME"}, &cycle_ms, &found));
+  HVD_RETURN_IF_ERROR(
+      ParseNumber(env, {"HVD_CYCLE_TIME", "HOROVOD_CYCLE_TIME"}, 60000, &cycle_ms, &found));
   if (found) o.cycle_time = std::chrono::microseconds(std::llround(cycle_ms * 1000));
   HVD_RETURN_IF_ERROR(
       ParseInt(env, {"HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD"}, 0, &o.fusion_threshold));

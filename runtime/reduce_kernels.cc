@@ -193,8 +193,13 @@ void DivideBuffer(DataType dtype, void* buf, size_t n, int64_t divisor) {
     using T = decltype(tag);
     using C = typename Codec<T>::Compute;
     T* d = static_cast<T*>(buf);
-    const C div = static_cast<C>(divisor);
-    for (size_t i = 0; i < n; ++i) d[i] = Codec<T>::Store(static_cast<C>(Codec<T>::Load(d[i]) / div));
+    if constexpr (std::is_integral_v<C>) {
+      // In 64 bits: the divisor (a rank count) may not fit the element type.
+      for (size_t i = 0; i < n; ++i) d[i] = static_cast<T>(static_cast<int64_t>(d[i]) / divisor);
+    } else {
+      const C div = static_cast<C>(divisor);
+      for (size_t i = 0; i < n; ++i) d[i] = Codec<T>::Store(static_cast<C>(Codec<T>::Load(d[i]) / div));
+    }
   });
 }
 
