@@ -19,14 +19,18 @@ Controller::Controller(std::unique_ptr<ControlChannel> channel, ControllerOption
     : channel_(std::move(channel)),
       options_(std::move(options)),
       table_(channel_->size()),
-      shut_down_(channel_->size(), false) {
+      shut_down_(channel_->size(), false),
+      cache_(static_cast<size_t>(std::max<int64_t>(0, options_.cache_capacity))) {
   if (!options_.log) options_.log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
 }
 
 Status Controller::Cycle(const proto::RequestList& mine, Clock::time_point now,
                          proto::ResponseList* out) {
+  ++stats_.cycles;
+  proto::RequestList send;
+  PrepareRequests(mine, &send);
   std::string bytes;
-  if (!mine.SerializeToString(&bytes)) return Status::Internal("cannot serialize request list");
+  if (!send.SerializeToString(&bytes)) return Status::Internal("cannot serialize request list");
   std::vector<std::string> all;
   HVD_RETURN_IF_ERROR(channel_->Gather(bytes, &all));
 
@@ -43,10 +47,167 @@ Status Controller::Cycle(const proto::RequestList& mine, Clock::time_point now,
     if (!responses.SerializeToString(&reply)) return Status::Internal("cannot serialize responses");
   }
   HVD_RETURN_IF_ERROR(channel_->Broadcast(&reply));
-  if (!out->ParseFromString(reply))
+  proto::ResponseList in;
+  if (!in.ParseFromString(reply))
     return Status::Internal("rank " + std::to_string(rank()) +
                             " received a malformed response list from the coordinator");
+  ApplyResponses(in, out);
   return Status::OK();
+}
+
+namespace {
+
+bool Cacheable(const proto::Response& r) {
+  switch (r.type()) {
+    case proto::RESPONSE_ALLREDUCE:
+    case proto::RESPONSE_ALLGATHER:
+    case proto::RESPONSE_BROADCAST:
+    case proto::RESPONSE_ALLTOALL:
+    case proto::RESPONSE_REDUCESCATTER:
+      return r.joined_ranks_size() == 0;
+    default:
+      return false;
+  }
+}
+
+void SetBit(std::vector<uint64_t>* bits, uint32_t i) { (*bits)[i / 64] |= uint64_t{1} << (i % 64); }
+
+template <typename F>
+void ForEachBit(const google::protobuf::RepeatedField<uint64_t>& bits, F&& f) {
+  for (int w = 0; w < bits.size(); ++w) {
+    uint64_t word = bits.Get(w);
+    while (word) {
+      const int b = __builtin_ctzll(word);
+      f(static_cast<uint32_t>(w * 64 + b));
+      word &= word - 1;
+    }
+  }
+}
+
+}  // namespace
+
+void Controller::PrepareRequests(const proto::RequestList& mine, proto::RequestList* send) {
+  send->set_shutdown(mine.shutdown());
+  send->set_error_code(mine.error_code());
+  send->set_error_message(mine.error_message());
+  std::vector<uint64_t> bits(cache_.words(), 0), invalid(cache_.words(), 0);
+  auto consider = [&](const proto::Request& req) {
+    uint32_t index = 0;
+    const auto match = cache_.capacity() ? cache_.Lookup(req, &index) : ResponseCache::Match::kNone;
+    if (match == ResponseCache::Match::kHit && !pending_bits_.count(index)) {
+      pending_bits_[index] = req;
+      ++stats_.cache_bits;
+      return;
+    }
+    if (match == ResponseCache::Match::kChanged) SetBit(&invalid, index);
+    own_requests_[req.name()] = req;
+    *send->add_requests() = req;
+    ++stats_.full_requests;
+  };
+  std::vector<proto::Request> resend;
+  resend.swap(resend_);
+  for (const auto& req : resend) consider(req);
+  for (const auto& req : mine.requests()) consider(req);
+  // Bits are sent every cycle until the entry runs: the coordinator keeps no state.
+  for (const auto& [index, req] : pending_bits_) SetBit(&bits, index);
+  bool any = false;
+  for (uint64_t w : bits) any = any || w;
+  for (uint64_t w : invalid) any = any || w;
+  if (any) {
+    for (uint64_t w : bits) send->add_cache_bits(w);
+    for (uint64_t w : invalid) send->add_invalid_bits(w);
+  }
+}
+
+void Controller::CoordinateCache(const std::vector<proto::RequestList>& lists,
+                                 Clock::time_point now, proto::ResponseList* out) {
+  const size_t words = cache_.words();
+  std::vector<uint64_t> all(words, ~uint64_t{0}), any(words, 0), invalid(words, 0);
+  bool degraded = !joined_.empty();  // join and shutdown take the full path
+  for (int r = 0; r < size(); ++r) {
+    const auto& l = lists[r];
+    if (l.shutdown() || shut_down_[r]) degraded = true;
+    for (size_t w = 0; w < words; ++w) {
+      const uint64_t b = w < static_cast<size_t>(l.cache_bits_size()) ? l.cache_bits(w) : 0;
+      all[w] &= b;
+      any[w] |= b;
+      if (w < static_cast<size_t>(l.invalid_bits_size())) invalid[w] |= l.invalid_bits(w);
+    }
+  }
+  bool hit = false, drop = false;
+  for (size_t w = 0; w < words; ++w) {
+    if (degraded) {
+      invalid[w] |= any[w];
+      all[w] = 0;
+    }
+    // An entry some ranks are waiting on for long goes the full path, where the
+    // stall inspector and the shutdown checks can see it.
+    uint64_t partial = any[w] & ~all[w] & ~invalid[w];
+    for (uint64_t word = partial; word; word &= word - 1) {
+      const uint32_t i = static_cast<uint32_t>(w * 64 + __builtin_ctzll(word));
+      auto [it, fresh] = partial_since_.try_emplace(i, now);
+      if (!fresh && now - it->second > std::chrono::seconds(1)) invalid[w] |= uint64_t{1} << (i % 64);
+    }
+    all[w] &= ~invalid[w];
+    hit = hit || all[w];
+    drop = drop || invalid[w];
+  }
+  for (auto it = partial_since_.begin(); it != partial_since_.end();) {
+    const uint32_t i = it->first;
+    const bool still = (any[i / 64] & ~all[i / 64] & ~invalid[i / 64]) >> (i % 64) & 1;
+    it = still ? std::next(it) : partial_since_.erase(it);
+  }
+  if (hit)
+    for (uint64_t w : all) out->add_cache_hit_bits(w);
+  if (drop)
+    for (uint64_t w : invalid) out->add_cache_invalid_bits(w);
+}
+
+void Controller::ApplyResponses(const proto::ResponseList& in, proto::ResponseList* out) {
+  out->Clear();
+  out->set_shutdown(in.shutdown());
+  out->set_abort_code(in.abort_code());
+  out->set_abort_message(in.abort_message());
+  if (in.abort_code() != 0) return;
+  // 1. Entries dropped everywhere: pending bits for them are resent in full.
+  ForEachBit(in.cache_invalid_bits(), [&](uint32_t i) {
+    auto it = pending_bits_.find(i);
+    if (it != pending_bits_.end()) {
+      resend_.push_back(it->second);
+      pending_bits_.erase(it);
+    }
+    cache_.Erase(i);
+  });
+  // 2. Hits run first, in index order, fused as the coordinator would.
+  std::vector<proto::Response> hits;
+  ForEachBit(in.cache_hit_bits(), [&](uint32_t i) {
+    HVD_CHECK_MSG(cache_.Has(i), "cache hit on an empty slot " + std::to_string(i));
+    hits.push_back(cache_.response(i));
+    cache_.Touch(i);
+    pending_bits_.erase(i);
+  });
+  stats_.cache_hits += static_cast<int64_t>(hits.size());
+  for (auto& r : PlanFusion(hits, in.fusion_threshold(), size())) *out->add_responses() = std::move(r);
+  // 3. Full responses run next; each negotiated tensor enters the cache.
+  for (const auto& resp : in.responses()) {
+    *out->add_responses() = resp;
+    const bool cacheable = Cacheable(resp);
+    std::vector<proto::Response> singles;
+    if (cacheable) singles = SplitResponse(resp, size());
+    for (int i = 0; i < resp.names_size(); ++i) {
+      auto own = own_requests_.find(resp.names(i));
+      if (own == own_requests_.end()) continue;
+      if (cacheable) {
+        const int64_t evicted = cache_.Put(own->second, singles[i]);
+        auto p = evicted >= 0 ? pending_bits_.find(static_cast<uint32_t>(evicted)) : pending_bits_.end();
+        if (p != pending_bits_.end()) {
+          resend_.push_back(p->second);
+          pending_bits_.erase(p);
+        }
+      }
+      own_requests_.erase(own);
+    }
+  }
 }
 
 void Controller::Coordinate(const std::vector<proto::RequestList>& lists, Clock::time_point now,
@@ -97,6 +258,8 @@ void Controller::Coordinate(const std::vector<proto::RequestList>& lists, Clock:
     }
   }
   InspectStalls(now, &responses);
+  CoordinateCache(lists, now, out);
+  out->set_fusion_threshold(options_.fusion_threshold);
   for (auto& r : PlanFusion(responses, options_.fusion_threshold, size()))
     *out->add_responses() = std::move(r);
   for (auto& r : joins) *out->add_responses() = std::move(r);

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -25,12 +26,15 @@
 #include "controller/control_channel.h"
 #include "controller/messages.pb.h"
 #include "controller/negotiation.h"
+#include "controller/response_cache.h"
 #include "runtime/status.h"
 
 namespace hvd {
 
 struct ControllerOptions {
   int64_t fusion_threshold = 128 << 20;
+  // Response cache entries (0 disables the cache).
+  int64_t cache_capacity = 1024;
   // Warn about a tensor some ranks have submitted and others not after this long.
   std::chrono::milliseconds stall_check{60000};
   // Fail such a tensor on every rank after this long (0: only warn).
@@ -51,17 +55,41 @@ class Controller {
   int rank() const { return channel_->rank(); }
   int size() const { return channel_->size(); }
 
+  // Counters since construction, for tests and benchmarks.
+  struct Stats {
+    int64_t cycles = 0;
+    int64_t full_requests = 0;  // requests this rank sent in full
+    int64_t cache_bits = 0;     // requests this rank sent as a cache bit
+    int64_t cache_hits = 0;     // responses rebuilt from the cache
+  };
+  const Stats& stats() const { return stats_; }
+
+  // The coordinator's fusion threshold (autotune changes it between cycles).
+  void set_fusion_threshold(int64_t bytes) { options_.fusion_threshold = bytes; }
+
  private:
   // Coordinator side of Cycle: all lists in, one response list out.
   void Coordinate(const std::vector<proto::RequestList>& lists, Clock::time_point now,
                   proto::ResponseList* out);
   void InspectStalls(Clock::time_point now, std::vector<proto::Response>* errors);
+  // Response cache, every rank: bits or full requests out; hits and inserts in.
+  void PrepareRequests(const proto::RequestList& mine, proto::RequestList* send);
+  void ApplyResponses(const proto::ResponseList& in, proto::ResponseList* out);
+  // Response cache, coordinator: which entries are ready everywhere or must go.
+  void CoordinateCache(const std::vector<proto::RequestList>& lists, Clock::time_point now,
+                       proto::ResponseList* out);
 
   std::unique_ptr<ControlChannel> channel_;
   ControllerOptions options_;
   MessageTable table_;
   std::vector<bool> shut_down_;
   std::set<int> joined_;
+  ResponseCache cache_;
+  std::map<uint32_t, proto::Request> pending_bits_;        // sent as bits, not yet run
+  std::map<std::string, proto::Request> own_requests_;     // sent in full, not yet run
+  std::vector<proto::Request> resend_;                     // to send in full next cycle
+  std::map<uint32_t, Clock::time_point> partial_since_;    // coordinator: bits not all set
+  Stats stats_;
   Clock::time_point last_stall_check_{};
 };
 

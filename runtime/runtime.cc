@@ -45,6 +45,7 @@ Status Runtime::Connect(int id, const std::vector<int>& ranks, std::shared_ptr<C
   comm->backend = std::make_unique<GlooBackend>(comm->context);
   ControllerOptions copts;
   copts.fusion_threshold = options_.fusion_threshold;
+  copts.cache_capacity = options_.cache_capacity;
   copts.stall_check = options_.stall_check;
   copts.stall_shutdown = options_.stall_shutdown;
   comm->controller =
@@ -320,6 +321,12 @@ Status Runtime::ProcessSetInfo(int id, int* rank_in_set, std::vector<int>* ranks
   return Status::OK();
 }
 
+Controller::Stats Runtime::NegotiationStats(int process_set) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = stats_.find(process_set);
+  return it == stats_.end() ? Controller::Stats{} : it->second;
+}
+
 void Runtime::Abort(const Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -390,6 +397,10 @@ bool Runtime::RunCycle(Communicator* comm, Clock::time_point now) {
   }
   proto::ResponseList list;
   Status s = comm->controller->Cycle(mine, now, &list);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_[comm->id] = comm->controller->stats();
+  }
   if (!s.ok()) {
     Abort(local_failure_.ok() ? s : local_failure_);
     return false;

@@ -104,6 +104,9 @@ class Runtime {
   // OK while the loop is healthy; its failure after it failed.
   Status LoopStatus() const;
 
+  // The negotiation counters of `process_set` as of its last cycle.
+  Controller::Stats NegotiationStats(int process_set) const;
+
  private:
   struct Communicator {
     int id = 0;
@@ -151,6 +154,7 @@ class Runtime {
   Clock::time_point shutdown_requested_at_{};
   bool loop_done_ = false;
   Status loop_status_;
+  std::map<int, Controller::Stats> stats_;  // guarded by mu_
   // A failure this rank's data plane saw, reported to the coordinator next cycle.
   Status local_failure_;
 };

@@ -1,0 +1,96 @@
+#include "controller/response_cache.h"
+
+#include "runtime/status.h"
+
+namespace hvd {
+
+bool ResponseCache::SameRequest(const proto::Request& a, const proto::Request& b) {
+  auto same_repeated = [](const auto& x, const auto& y) {
+    if (x.size() != y.size()) return false;
+    for (int i = 0; i < x.size(); ++i)
+      if (x.Get(i) != y.Get(i)) return false;
+    return true;
+  };
+  return a.type() == b.type() && a.name() == b.name() && a.dtype() == b.dtype() &&
+         a.reduce_op() == b.reduce_op() && same_repeated(a.shape(), b.shape()) &&
+         a.prescale_factor() == b.prescale_factor() &&
+         a.postscale_factor() == b.postscale_factor() && a.root_rank() == b.root_rank() &&
+         a.device() == b.device() && same_repeated(a.splits(), b.splits());
+}
+
+ResponseCache::Match ResponseCache::Lookup(const proto::Request& request, uint32_t* index) const {
+  auto it = by_name_.find(request.name());
+  if (it == by_name_.end()) return Match::kNone;
+  *index = it->second;
+  return SameRequest(slots_[it->second].request, request) ? Match::kHit : Match::kChanged;
+}
+
+int64_t ResponseCache::Put(const proto::Request& request, const proto::Response& response) {
+  if (capacity_ == 0) return -1;
+  HVD_CHECK(response.names_size() == 1);
+  if (by_name_.count(response.names(0))) return -1;
+  int64_t evicted = -1;
+  uint32_t index;
+  if (!free_.empty()) {
+    index = free_.back();
+    free_.pop_back();
+  } else if (next_unused_ < capacity_) {
+    index = next_unused_++;
+  } else {
+    index = lru_.front();
+    Erase(index);
+    free_.pop_back();
+    evicted = index;
+  }
+  Slot& s = slots_[index];
+  s.used = true;
+  s.request = request;
+  s.response = response;
+  s.lru = lru_.insert(lru_.end(), index);
+  by_name_[response.names(0)] = index;
+  return evicted;
+}
+
+void ResponseCache::Touch(uint32_t index) {
+  if (!Has(index)) return;
+  Slot& s = slots_[index];
+  lru_.splice(lru_.end(), lru_, s.lru);
+}
+
+void ResponseCache::Erase(uint32_t index, proto::Request* request) {
+  if (!Has(index)) return;
+  Slot& s = slots_[index];
+  if (request) *request = s.request;
+  by_name_.erase(s.response.names(0));
+  lru_.erase(s.lru);
+  s.used = false;
+  s.request.Clear();
+  s.response.Clear();
+  free_.push_back(index);
+}
+
+std::vector<proto::Response> SplitResponse(const proto::Response& fused, int size) {
+  std::vector<proto::Response> out;
+  const int n = fused.names_size();
+  if (n == 1) {
+    out.push_back(fused);
+    return out;
+  }
+  for (int i = 0; i < n; ++i) {
+    proto::Response r = fused;
+    r.clear_names();
+    r.clear_counts();
+    r.clear_rank_dims();
+    r.add_names(fused.names(i));
+    if (i < fused.counts_size()) r.add_counts(fused.counts(i));
+    if (fused.type() == proto::RESPONSE_ALLGATHER) {
+      for (int k = 0; k < size; ++k) r.add_rank_dims(fused.rank_dims(i * size + k));
+    } else if (fused.type() == proto::RESPONSE_REDUCESCATTER) {
+      r.add_rank_dims(fused.rank_dims(i));
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace hvd

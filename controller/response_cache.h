@@ -1,0 +1,80 @@
+// ResponseCache: the steady-state fast path of negotiation (Horovod's idea).
+//
+// Once a tensor has been negotiated, every rank keeps its response (and this
+// rank's own request) at the same index. A later request equal to the cached one
+// is sent as one bit of a bit vector instead of a full request; the coordinator
+// ANDs the ranks' vectors, and a set bit means "ready everywhere". Every rank then
+// rebuilds the responses from its own copy of the cache.
+//
+// All ranks make the same Put/Touch/Erase calls in the same order (they follow
+// the response lists, which are identical), so indices and LRU order agree
+// everywhere without being exchanged. Not thread-safe: the background thread owns it.
+#ifndef HVD_CONTROLLER_RESPONSE_CACHE_H_
+#define HVD_CONTROLLER_RESPONSE_CACHE_H_
+
+#include <cstdint>
+#include <list>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "controller/messages.pb.h"
+
+namespace hvd {
+
+class ResponseCache {
+ public:
+  explicit ResponseCache(size_t capacity) : capacity_(capacity), slots_(capacity) {}
+
+  size_t capacity() const { return capacity_; }
+  size_t size() const { return by_name_.size(); }
+
+  enum class Match { kNone, kHit, kChanged };
+  // Whether `request` matches the cached request for its name; the index on a hit
+  // or a change.
+  Match Lookup(const proto::Request& request, uint32_t* index) const;
+
+  // Caches (request, response) for response.names(0), a single-tensor response,
+  // evicting the least recently used entry when full. No-op if already cached or
+  // if the capacity is 0. Returns the evicted index, or -1.
+  int64_t Put(const proto::Request& request, const proto::Response& response);
+
+  // Marks `index` most recently used.
+  void Touch(uint32_t index);
+
+  // Drops `index`; its request is returned through `request` when non-null.
+  void Erase(uint32_t index, proto::Request* request = nullptr);
+
+  bool Has(uint32_t index) const { return index < capacity_ && slots_[index].used; }
+  const proto::Response& response(uint32_t index) const { return slots_[index].response; }
+  const proto::Request& request(uint32_t index) const { return slots_[index].request; }
+
+  // Number of 64-bit words in a bit vector over the cache.
+  size_t words() const { return (capacity_ + 63) / 64; }
+
+  // True when the two requests ask for the same collective with the same
+  // parameters. The group id is not compared: each grouped call gets a new one,
+  // and a group's tensors are enqueued together, so they hit together anyway.
+  static bool SameRequest(const proto::Request& a, const proto::Request& b);
+
+ private:
+  struct Slot {
+    bool used = false;
+    proto::Request request;
+    proto::Response response;
+    std::list<uint32_t>::iterator lru;
+  };
+  size_t capacity_;
+  std::vector<Slot> slots_;
+  std::unordered_map<std::string, uint32_t> by_name_;
+  std::list<uint32_t> lru_;  // front = least recently used
+  std::vector<uint32_t> free_;
+  uint32_t next_unused_ = 0;
+};
+
+// Splits a fused response into one response per tensor (inverse of fusion).
+std::vector<proto::Response> SplitResponse(const proto::Response& fused, int size);
+
+}  // namespace hvd
+
+#endif  // HVD_CONTROLLER_RESPONSE_CACHE_H_
