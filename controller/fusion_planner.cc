@@ -70,7 +70,7 @@ std::vector<proto::Response> PlanFusion(const std::vector<proto::Response>& resp
       continue;
     }
     out.push_back(r);
-    if (grouped || bytes < threshold) {
+    if (grouped || bytes <= threshold) {
       open[key] = {out.size() - 1, bytes};
     } else if (it != open.end()) {
       open.erase(it);

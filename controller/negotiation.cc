@@ -29,8 +29,16 @@ int64_t NumElements(const proto::Request& r) {
   return n;
 }
 
+// Shortest text that still tells apart any two different doubles.
 std::string Number(double v) {
+  for (int precision = 6; precision <= 17; ++precision) {
+    std::ostringstream o;
+    o.precision(precision);
+    o << v;
+    if (std::stod(o.str()) == v) return o.str();
+  }
   std::ostringstream o;
+  o.precision(17);
   o << v;
   return o.str();
 }
