@@ -3,7 +3,8 @@
 // Each cycle every rank calls Gather (the root receives every rank's request list)
 // and then Broadcast (every rank receives the root's response list). Calls are
 // collective and made in the same order on every rank. A failure names the rank
-// that could not be reached; after one the channel is broken.
+// that could not be reached. The root's Gather waits for every peer even after one
+// is lost, so it can name all of them; a timeout breaks the channel for good.
 //
 // NewGlooControlChannel sends one fixed-size frame per rank per direction: an
 // 8-byte length and up to kFrameBytes-8 bytes of payload, so the usual cycle costs
@@ -31,8 +32,12 @@ class ControlChannel {
   // elsewhere `mine` is sent and `all` is left empty.
   virtual Status Gather(const std::string& mine, std::vector<std::string>* all) = 0;
 
-  // The root's `*msg` reaches every rank, replacing `*msg` there.
+  // The root's `*msg` reaches every rank, replacing `*msg` there. On the root,
+  // peers already known to be lost are skipped, so an abort still reaches the rest.
   virtual Status Broadcast(std::string* msg) = 0;
+
+  // Peers this rank has lost contact with (their connection closed), ascending.
+  virtual std::vector<int> lost_peers() const { return {}; }
 
   virtual int rank() const = 0;
   virtual int size() const = 0;

@@ -32,7 +32,18 @@ Status Controller::Cycle(const proto::RequestList& mine, Clock::time_point now,
   std::string bytes;
   if (!send.SerializeToString(&bytes)) return Status::Internal("cannot serialize request list");
   std::vector<std::string> all;
-  HVD_RETURN_IF_ERROR(channel_->Gather(bytes, &all));
+  Status gathered = channel_->Gather(bytes, &all);
+  if (!gathered.ok()) {
+    // Tell the ranks that are still there why the job ends, then end it here too.
+    if (rank() == 0 && !channel_->lost_peers().empty()) {
+      proto::ResponseList abort;
+      abort.set_abort_code(static_cast<int>(gathered.code()));
+      abort.set_abort_message(gathered.message());
+      std::string reply;
+      if (abort.SerializeToString(&reply)) channel_->Broadcast(&reply);
+    }
+    return gathered;
+  }
 
   std::string reply;
   if (rank() == 0) {

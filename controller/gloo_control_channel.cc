@@ -1,5 +1,6 @@
 // The Gloo implementation of ControlChannel (see control_channel.h).
 #include <cstring>
+#include <set>
 
 #include <gloo/common/error.h>
 #include <gloo/transport/unbound_buffer.h>
@@ -30,6 +31,7 @@ class GlooControlChannel : public ControlChannel {
 
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
+  std::vector<int> lost_peers() const override { return {lost_.begin(), lost_.end()}; }
 
   Status Gather(const std::string& mine, std::vector<std::string>* all) override {
     const uint64_t slot = NextSlot();
@@ -37,23 +39,43 @@ class GlooControlChannel : public ControlChannel {
     if (rank() != 0) return Send(0, slot, mine, "send its requests to the coordinator (rank 0)");
     all->assign(size(), std::string());
     (*all)[0] = mine;
-    for (int r = 1; r < size(); ++r) frame_bufs_[r]->recv(r, slot);
     for (int r = 1; r < size(); ++r)
-      HVD_RETURN_IF_ERROR(FinishRecv(r, slot, &(*all)[r], "receive its requests"));
-    return Status::OK();
+      if (!lost_.count(r)) frame_bufs_[r]->recv(r, slot);
+    Status first;
+    for (int r = 1; r < size(); ++r) {
+      if (lost_.count(r)) continue;
+      Status s = FinishRecv(r, slot, &(*all)[r], "receive its requests");
+      if (!s.ok() && first.ok()) first = s;
+      if (!broken_.ok()) return broken_;  // A timeout leaves nothing to wait for.
+    }
+    if (!lost_.empty()) {
+      std::string ranks;
+      for (int r : lost_) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      return Status::RemoteError("lost rank" + std::string(lost_.size() > 1 ? "s " : " ") + ranks +
+                                 ": " + first.message());
+    }
+    return first;
   }
 
   Status Broadcast(std::string* msg) override {
     const uint64_t slot = NextSlot();
     if (!broken_.ok()) return broken_;
     if (rank() == 0) {
+      std::vector<bool> started(size(), false);
+      Status first;
       for (int r = 1; r < size(); ++r) {
+        if (lost_.count(r)) continue;
         // Each peer gets its own frame buffer so sends may be in flight together.
-        HVD_RETURN_IF_ERROR(StartSend(r, r, slot, *msg));
+        Status s = StartSend(r, r, slot, *msg);
+        started[r] = s.ok();
+        if (!s.ok() && first.ok()) first = s;
       }
-      for (int r = 1; r < size(); ++r)
-        HVD_RETURN_IF_ERROR(FinishSend(r, r, "send the responses"));
-      return Status::OK();
+      for (int r = 1; r < size(); ++r) {
+        if (!started[r]) continue;
+        Status s = FinishSend(r, r, "send the responses");
+        if (!s.ok() && first.ok()) first = s;
+      }
+      return first;
     }
     frame_bufs_[0]->recv(0, slot);
     return FinishRecv(0, slot, msg, "receive the responses from the coordinator");
@@ -68,11 +90,14 @@ class GlooControlChannel : public ControlChannel {
                              (peer == 0 && rank() != 0 ? "" : " (peer rank " + std::to_string(peer) + ")") +
                              ": " + m;
     if (m.find("imed out") != std::string::npos) {
-      broken_ = Status::Timeout(text + " after " + std::to_string(timeout_.count()) + " ms");
-    } else {
-      broken_ = Status::RemoteError("lost rank " + std::to_string(peer) + ": " + text);
+      broken_ = Status::Timeout(text + " after " + std::to_string(timeout_.count()) +
+                                " ms: rank " + std::to_string(peer) + " may be frozen or overloaded");
+      return broken_;
     }
-    return broken_;
+    lost_.insert(peer);
+    // A non-root rank that lost the coordinator has nobody left to talk to.
+    if (rank() != 0) broken_ = Status::RemoteError("lost rank " + std::to_string(peer) + ": " + text);
+    return Status::RemoteError("lost rank " + std::to_string(peer) + ": " + text);
   }
 
   // Copies the header and inline part of `msg` into frame `buf_index` and sends it
@@ -148,6 +173,7 @@ class GlooControlChannel : public ControlChannel {
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> tails_;
   uint64_t counter_ = 0;
   Status broken_;
+  std::set<int> lost_;
 };
 
 }  // namespace

@@ -71,11 +71,7 @@ Status Executor::Allreduce(const proto::Response& r, const std::vector<TensorEnt
   Mark(r, Phase::kCollective, true);
   Status s = backend_->Allreduce(buf, total, dtype, op);
   Mark(r, Phase::kCollective, false);
-  if (!s.ok()) {
-    CompleteAll(entries, s.Prepend("allreduce of " + std::to_string(n) + " tensor(s) starting with '" +
-                                   r.names(0) + "'"));
-    return s;
-  }
+  if (!s.ok()) return s.Prepend("allreduce of '" + r.names(0) + "'" + (n > 1 ? " and " + std::to_string(n - 1) + " more" : ""));
 
   Mark(r, Phase::kCopyOut, true);
   const int64_t contributors = backend_->size() - r.joined_ranks_size();
@@ -149,10 +145,7 @@ Status Executor::Allgather(const proto::Response& r, const std::vector<TensorEnt
   Mark(r, Phase::kCollective, true);
   Status s = backend_->Allgatherv(send, gathered, bytes_per_rank);
   Mark(r, Phase::kCollective, false);
-  if (!s.ok()) {
-    CompleteAll(entries, s.Prepend("allgather of '" + r.names(0) + "'"));
-    return s;
-  }
+  if (!s.ok()) return s.Prepend("allgather of '" + r.names(0) + "'");
 
   Mark(r, Phase::kCopyOut, true);
   std::vector<int64_t> seg_start(size, 0);
@@ -191,7 +184,8 @@ Status Executor::Broadcast(const proto::Response& r, const std::vector<TensorEnt
   Mark(r, Phase::kCollective, true);
   Status s = backend_->Broadcast(e->output, bytes, r.root_rank());
   Mark(r, Phase::kCollective, false);
-  e->work->Complete(s.ok() ? s : s.Prepend("broadcast of '" + r.names(0) + "'"));
+  if (!s.ok()) return s.Prepend("broadcast of '" + r.names(0) + "'");
+  e->work->Complete(s);
   return s;
 }
 
@@ -217,8 +211,9 @@ Status Executor::Alltoall(const proto::Response& r, const std::vector<TensorEntr
   Mark(r, Phase::kCollective, true);
   Status s = backend_->Alltoallv(e->input, send, out.data(), recv);
   Mark(r, Phase::kCollective, false);
+  if (!s.ok()) return s.Prepend("alltoall of '" + r.names(0) + "'");
   e->work->result_shape() = WithFirstDim(e->shape, recv_rows);
-  e->work->Complete(s.ok() ? s : s.Prepend("alltoall of '" + r.names(0) + "'"));
+  e->work->Complete(s);
   return s;
 }
 
@@ -262,10 +257,7 @@ Status Executor::Reducescatter(const proto::Response& r, const std::vector<Tenso
   Mark(r, Phase::kCollective, true);
   Status s = backend_->ReduceScatter(buf, mine, recv_counts, dtype, op);
   Mark(r, Phase::kCollective, false);
-  if (!s.ok()) {
-    CompleteAll(entries, s.Prepend("reducescatter of '" + r.names(0) + "'"));
-    return s;
-  }
+  if (!s.ok()) return s.Prepend("reducescatter of '" + r.names(0) + "'");
 
   Mark(r, Phase::kCopyOut, true);
   const int64_t contributors = size - r.joined_ranks_size();

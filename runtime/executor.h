@@ -7,9 +7,10 @@
 // the way out). A single tensor is reduced in its output buffer directly. Ranks
 // that have joined have no entry and contribute the op's identity.
 //
-// Execute completes every present entry's Work. It returns non-OK only when the
-// backend failed, which breaks the communicator; per-tensor errors agreed by the
-// coordinator complete the entries and return OK.
+// Execute completes every present entry's Work, except when the backend failed:
+// it then returns that failure, which ends the job, and leaves the entries to the
+// caller, which completes them with the job's first failure. Per-tensor errors
+// agreed by the coordinator complete the entries and return OK.
 // Not thread-safe: only the background thread uses it.
 #ifndef HVD_RUNTIME_EXECUTOR_H_
 #define HVD_RUNTIME_EXECUTOR_H_

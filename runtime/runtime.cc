@@ -23,10 +23,11 @@ Runtime::Runtime(const RuntimeOptions& options) : options_(options) {}
 Runtime::~Runtime() { Shutdown(); }
 
 Status Runtime::Create(const RuntimeOptions& options, std::shared_ptr<Store> store,
-                       std::unique_ptr<Runtime>* out) {
+                       std::unique_ptr<Runtime>* out, std::shared_ptr<Store> launcher_store) {
   HVD_RETURN_IF_ERROR(options.Validate());
   if (!store) return Status::InvalidArgument("a rendezvous store is required");
   std::unique_ptr<Runtime> rt(new Runtime(options));
+  rt->launcher_store_ = std::move(launcher_store);
   HVD_RETURN_IF_ERROR(rt->Start(std::move(store)));
   *out = std::move(rt);
   return Status::OK();
@@ -38,6 +39,8 @@ Status Runtime::Connect(int id, const std::vector<int>& ranks, std::shared_ptr<C
   comm->ranks = ranks;
   const int my = static_cast<int>(std::find(ranks.begin(), ranks.end(), rank()) - ranks.begin());
   HVD_CHECK(my < static_cast<int>(ranks.size()));
+  comm->rank = my;
+  comm->size = static_cast<int>(ranks.size());
   const std::string scope = id == 0 ? "global/" : "ps" + std::to_string(id) + "/";
   HVD_RETURN_IF_ERROR(ConnectGlooContext(NewPrefixStore(store_, scope), device_, my,
                                          static_cast<int>(ranks.size()), options_.timeout,
@@ -68,7 +71,38 @@ Status Runtime::Start(std::shared_ptr<Store> store) {
     process_sets_[0] = all;
   }
   thread_ = std::thread([this] { Loop(); });
+  if (size() > 1) heartbeat_ = std::thread([this] { Heartbeat(); });
   return Status::OK();
+}
+
+void Runtime::Heartbeat() {
+  const std::string key = "alive/" + std::to_string(rank());
+  int64_t beats = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!heartbeat_stop_) {
+    lock.unlock();
+    if (!store_->Add(key, 1, &beats).ok()) return;  // The store is gone: nothing to tell.
+    lock.lock();
+    cv_.wait_for(lock, std::chrono::milliseconds(500), [&] { return heartbeat_stop_; });
+  }
+}
+
+std::vector<int> Runtime::SilentRanks() {
+  auto read = [&] {
+    std::vector<int64_t> v(size(), -1);
+    for (int r = 0; r < size(); ++r) {
+      int64_t x = 0;
+      if (r != rank() && store_->Add("alive/" + std::to_string(r), 0, &x).ok()) v[r] = x;
+    }
+    return v;
+  };
+  const std::vector<int64_t> before = read();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const std::vector<int64_t> after = read();
+  std::vector<int> silent;
+  for (int r = 0; r < size(); ++r)
+    if (r != rank() && before[r] >= 0 && after[r] == before[r]) silent.push_back(r);
+  return silent;
 }
 
 Status Runtime::Shutdown() {
@@ -81,6 +115,12 @@ Status Runtime::Shutdown() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    heartbeat_stop_ = true;
+  }
+  cv_.notify_all();
+  if (heartbeat_.joinable()) heartbeat_.join();
   return LoopStatus();
 }
 
@@ -172,9 +212,14 @@ Status Runtime::EnqueueOne(TensorEntry entry, int process_set, std::shared_ptr<W
 Status Runtime::Enqueue(std::vector<TensorEntry> entries, int process_set,
                         std::vector<std::shared_ptr<Work>>* works) {
   for (auto& e : entries) HVD_RETURN_IF_ERROR(ValidateEntry(e));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!loop_status_.ok()) return loop_status_;
+    if (shutdown_requested_) return Status::ShutDown("the runtime is shutting down");
+  }
   std::shared_ptr<Communicator> comm;
   HVD_RETURN_IF_ERROR(Find(process_set, &comm));
-  const int set_size = comm->backend->size();
+  const int set_size = comm->size;
   for (auto& e : entries) {
     if (e.type == OpType::kBroadcast && (e.root_rank < 0 || e.root_rank >= set_size))
       return Status::InvalidArgument("tensor '" + e.name + "': root rank " +
@@ -204,7 +249,7 @@ Status Runtime::Enqueue(std::vector<TensorEntry> entries, int process_set,
     e.enqueued = now;
     created.push_back(e.work);
   }
-  HVD_RETURN_IF_ERROR(comm->queue.Enqueue(std::move(entries), comm->backend->rank()));
+  HVD_RETURN_IF_ERROR(comm->queue.Enqueue(std::move(entries), comm->rank));
   *works = std::move(created);
   return Status::OK();
 }
@@ -391,10 +436,6 @@ bool Runtime::RunCycle(Communicator* comm, Clock::time_point now) {
     std::lock_guard<std::mutex> lock(mu_);
     mine.set_shutdown(shutdown_requested_);
   }
-  if (!local_failure_.ok()) {
-    mine.set_error_code(static_cast<int>(local_failure_.code()));
-    mine.set_error_message(local_failure_.message());
-  }
   proto::ResponseList list;
   Status s = comm->controller->Cycle(mine, now, &list);
   {
@@ -402,33 +443,94 @@ bool Runtime::RunCycle(Communicator* comm, Clock::time_point now) {
     stats_[comm->id] = comm->controller->stats();
   }
   if (!s.ok()) {
-    Abort(local_failure_.ok() ? s : local_failure_);
+    Fail(s);
     return false;
   }
   if (list.abort_code() != 0) {
-    Abort(Status(static_cast<StatusCode>(list.abort_code()), list.abort_message()));
+    Fail(Status(static_cast<StatusCode>(list.abort_code()), list.abort_message()));
     return false;
   }
   if (options_.log_cycles && list.responses_size() > 0)
     std::fprintf(stderr, "dprun: rank %d set %d cycle: %d response(s)\n", rank(), comm->id,
                  list.responses_size());
-  for (const auto& resp : list.responses()) ExecuteResponse(comm, resp);
+  for (const auto& resp : list.responses()) {
+    if (!ExecuteResponse(comm, resp).ok()) return false;
+  }
   // Only the global set ends the loop: a set's members agreeing to stop must not
   // leave the ranks outside it waiting for them in the next global cycle.
   return comm->id != 0 || !list.shutdown();
 }
 
-void Runtime::ExecuteResponse(Communicator* comm, const proto::Response& response) {
+Status Runtime::ExecuteResponse(Communicator* comm, const proto::Response& response) {
   std::vector<TensorEntry> storage(response.names_size());
   std::vector<TensorEntry*> entries(response.names_size(), nullptr);
   for (int i = 0; i < response.names_size(); ++i)
     if (comm->queue.Take(response.names(i), &storage[i])) entries[i] = &storage[i];
-  if (!local_failure_.ok()) {
-    CompleteAll(entries, local_failure_);
-    return;
-  }
   Status s = comm->executor->Execute(response, entries);
-  if (!s.ok()) local_failure_ = s;
+  if (!s.ok()) {
+    Fail(s);
+    CompleteAll(entries, LoopStatus());
+  }
+  return s;
+}
+
+Status Runtime::Diagnose(const Status& status) {
+  const std::string seen = "rank " + std::to_string(rank()) + " saw: " + status.message();
+  if (status.code() != StatusCode::kRemoteError && status.code() != StatusCode::kTimeout)
+    return Status(status.code(), "rank " + std::to_string(rank()) + ": " + status.message());
+  // A lost peer is usually a dead process, and the launcher saw it die: give it a
+  // moment to say which rank and how, since a closed socket names neither.
+  std::string reason;
+  if (launcher_store_ &&
+      launcher_store_->Get(kLauncherAbortKey, std::chrono::milliseconds(1000), &reason).ok() &&
+      !reason.empty())
+    return Status(StatusCode::kRemoteError, reason + " (" + seen + ")");
+  // Otherwise name whoever stopped beating. In a ring a rank waits on its
+  // neighbour, who waits on the culprit, so the peer in the error is rarely it.
+  const std::vector<int> silent = SilentRanks();
+  if (!silent.empty()) {
+    const bool one = silent.size() == 1;
+    return Status(status.code(), std::string(one ? "rank " : "ranks ") + JoinRanks(silent) +
+                                     (one ? " is" : " are") +
+                                     " gone or frozen (no heartbeat for 1.5 s) (" + seen + ")");
+  }
+  return Status(status.code(), "rank " + std::to_string(rank()) + ": " + status.message());
+}
+
+Status Runtime::AgreeOnFirstFailure(const Status& mine) {
+  // The first rank to get here records its diagnosis; the others report that one
+  // as the cause, and what they saw themselves after it. Store calls are bounded;
+  // if the store is gone, each rank's own view stands.
+  int64_t order = 0;
+  if (!store_->Add("abort/count", 1, &order).ok()) return mine;
+  if (order == 1) {
+    store_->Set("abort/reason", std::to_string(static_cast<int>(mine.code())) + " " + mine.message());
+    return mine;
+  }
+  std::string reason;
+  if (!store_->Get("abort/reason", std::chrono::milliseconds(2000), &reason).ok()) return mine;
+  const size_t sp = reason.find(' ');
+  const int code = std::atoi(reason.substr(0, sp).c_str());
+  if (sp == std::string::npos || code <= 0 || reason.substr(sp + 1) == mine.message()) return mine;
+  return Status(static_cast<StatusCode>(code),
+                reason.substr(sp + 1) + " [the job's first failure; then " + mine.message() + "]");
+}
+
+void Runtime::Fail(const Status& status) {
+  Abort(AgreeOnFirstFailure(Diagnose(status)));
+  // Closing every connection makes peers blocked on this rank fail now rather
+  // than after HVD_TIMEOUT.
+  std::vector<std::shared_ptr<Communicator>> comms;
+  {
+    std::lock_guard<std::mutex> lock(comms_mu_);
+    comms = comms_;
+  }
+  for (auto& c : comms) {
+    c->controller.reset();
+    c->executor.reset();
+    c->backend.reset();
+    c->context.reset();
+  }
 }
 
 }  // namespace hvd

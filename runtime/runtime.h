@@ -57,12 +57,19 @@ struct AllreduceArgs {
   int process_set = 0;
 };
 
+// Where dprun records the first rank that died and how ("rank 2 (pid 41) was
+// killed by signal 9 (Killed)").
+constexpr char kLauncherAbortKey[] = "hvd/abort/reason";
+
 class Runtime {
  public:
   // `store` is this job's rendezvous store (already scoped to the job). It must be
-  // shared by all `options.size` ranks.
+  // shared by all `options.size` ranks. `launcher_store`, when given, is the
+  // launcher's unscoped view, where dprun records why a rank died
+  // (key kLauncherAbortKey); the runtime then reports that as the cause.
   static Status Create(const RuntimeOptions& options, std::shared_ptr<Store> store,
-                       std::unique_ptr<Runtime>* out);
+                       std::unique_ptr<Runtime>* out,
+                       std::shared_ptr<Store> launcher_store = nullptr);
   ~Runtime();
 
   Runtime(const Runtime&) = delete;
@@ -111,6 +118,8 @@ class Runtime {
   struct Communicator {
     int id = 0;
     std::vector<int> ranks;  // global ranks, in set order
+    int rank = 0;            // this rank within the set
+    int size = 1;
     std::atomic<int64_t> barrier_count{0};
     std::shared_ptr<gloo::Context> context;
     std::unique_ptr<Backend> backend;
@@ -124,8 +133,19 @@ class Runtime {
   void Loop();
   // One cycle on `comm`. Returns false when the loop must end.
   bool RunCycle(Communicator* comm, Clock::time_point now);
-  void ExecuteResponse(Communicator* comm, const proto::Response& response);
+  // Runs one response; non-OK when the backend failed (the job then ends).
+  Status ExecuteResponse(Communicator* comm, const proto::Response& response);
   void Abort(const Status& status);
+  // Ends the job after an infrastructure failure (a lost or frozen peer, a broken
+  // backend): records the first failure in the store so every rank reports the
+  // same cause, closes every connection so peers blocked on this rank fail at once
+  // instead of after HVD_TIMEOUT, and aborts with the first failure.
+  void Fail(const Status& status);
+  // Names the cause of a failure this rank saw: the launcher's record of a dead
+  // rank, else the ranks whose heartbeat stopped, else this rank's own view.
+  Status Diagnose(const Status& status);
+  // The first diagnosis recorded in the store wins; returns the one to report.
+  Status AgreeOnFirstFailure(const Status& mine);
   Status ValidateEntry(const TensorEntry& e) const;
   // Builds a communicator over `ranks` (this rank must be a member); blocking.
   Status Connect(int id, const std::vector<int>& ranks, std::shared_ptr<Communicator>* out);
@@ -137,6 +157,7 @@ class Runtime {
 
   const RuntimeOptions options_;
   std::shared_ptr<Store> store_;
+  std::shared_ptr<Store> launcher_store_;
   std::shared_ptr<gloo::transport::Device> device_;
   // Guards comms_, process_sets_ and next_process_set_. The background thread is the
   // only one that adds or removes communicators, at a point in the global response
@@ -147,7 +168,15 @@ class Runtime {
   std::set<int> removed_process_sets_;
   int next_process_set_ = 1;
 
+  // Bumps this rank's heartbeat counter in the store twice a second, so that after
+  // a timeout the others can tell which rank stopped (frozen or stuck).
+  void Heartbeat();
+  // Ranks whose heartbeat did not move within ~1.5 s.
+  std::vector<int> SilentRanks();
+
   std::thread thread_;
+  std::thread heartbeat_;
+  bool heartbeat_stop_ = false;  // guarded by mu_
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool shutdown_requested_ = false;
@@ -155,8 +184,6 @@ class Runtime {
   bool loop_done_ = false;
   Status loop_status_;
   std::map<int, Controller::Stats> stats_;  // guarded by mu_
-  // A failure this rank's data plane saw, reported to the coordinator next cycle.
-  Status local_failure_;
 };
 
 }  // namespace hvd

@@ -111,7 +111,7 @@ Status Init() {
   const std::string scope =
       (options.job_id.empty() ? "" : options.job_id + "/") + "init" + std::to_string(in.generation) + "/";
   std::unique_ptr<hvd::Runtime> runtime;
-  HVD_RETURN_IF_ERROR(hvd::Runtime::Create(options, hvd::NewPrefixStore(store, scope), &runtime));
+  HVD_RETURN_IF_ERROR(hvd::Runtime::Create(options, hvd::NewPrefixStore(store, scope), &runtime, store));
   // dprun's --start-timeout watches for this key.
   HVD_RETURN_IF_ERROR(
       store->Set("hvd/started/" + std::to_string(options.rank), std::to_string(getpid())));
