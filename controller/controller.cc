@@ -145,6 +145,15 @@ void Controller::CoordinateCache(const std::vector<proto::RequestList>& lists,
       if (w < static_cast<size_t>(l.invalid_bits_size())) invalid[w] |= l.invalid_bits(w);
     }
   }
+  if (options_.on_arrivals) {
+    for (int r = 0; r < size(); ++r) {
+      ForEachBit(lists[r].cache_bits(), [&](uint32_t i) {
+        auto& v = bit_arrivals_[i];
+        if (v.empty()) v.assign(size(), Clock::time_point{});
+        if (v[r] == Clock::time_point{}) v[r] = now;
+      });
+    }
+  }
   bool hit = false, drop = false;
   for (size_t w = 0; w < words; ++w) {
     if (degraded) {
@@ -167,6 +176,17 @@ void Controller::CoordinateCache(const std::vector<proto::RequestList>& lists,
     const uint32_t i = it->first;
     const bool still = (any[i / 64] & ~all[i / 64] & ~invalid[i / 64]) >> (i % 64) & 1;
     it = still ? std::next(it) : partial_since_.erase(it);
+  }
+  if (options_.on_arrivals) {
+    for (size_t w = 0; w < words; ++w) {
+      for (uint64_t word = all[w] | invalid[w]; word; word &= word - 1) {
+        const uint32_t i = static_cast<uint32_t>(w * 64 + __builtin_ctzll(word));
+        auto it = bit_arrivals_.find(i);
+        if (it == bit_arrivals_.end()) continue;
+        if ((all[w] >> (i % 64)) & 1) options_.on_arrivals(cache_.response(i).names(0), it->second, now, true);
+        bit_arrivals_.erase(it);
+      }
+    }
   }
   if (hit)
     for (uint64_t w : all) out->add_cache_hit_bits(w);
@@ -249,6 +269,7 @@ void Controller::Coordinate(const std::vector<proto::RequestList>& lists, Clock:
       const auto& a = table_.last_arrival();
       options_.on_ready(name, a.last_rank, a.lag);
     }
+    if (options_.on_arrivals) options_.on_arrivals(name, table_.last_arrival().arrivals, now, false);
     if (resp.type() == proto::RESPONSE_JOIN) {
       joined_.clear();
       table_.SetJoined(joined_);

@@ -43,6 +43,13 @@ struct ControllerOptions {
   std::function<void(const std::string&)> log;
   // Called on the coordinator for each tensor when its last rank submitted it.
   std::function<void(const std::string& name, int last_rank, Clock::duration lag)> on_ready;
+  // Called on the coordinator for each tensor that became ready, on the full path
+  // or from the cache, with when each rank submitted it (time_point{} for a rank
+  // that had joined) and when it became ready. Feeds the straggler report and the
+  // timeline.
+  std::function<void(const std::string& name, const std::vector<Clock::time_point>& arrivals,
+                     Clock::time_point ready, bool cached)>
+      on_arrivals;
 };
 
 class Controller {
@@ -89,6 +96,7 @@ class Controller {
   std::map<std::string, proto::Request> own_requests_;     // sent in full, not yet run
   std::vector<proto::Request> resend_;                     // to send in full next cycle
   std::map<uint32_t, Clock::time_point> partial_since_;    // coordinator: bits not all set
+  std::map<uint32_t, std::vector<Clock::time_point>> bit_arrivals_;  // coordinator
   Stats stats_;
   Clock::time_point last_stall_check_{};
 };

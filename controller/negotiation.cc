@@ -215,6 +215,7 @@ void MessageTable::Add(int rank, const proto::Request& request, Clock::time_poin
   if (inserted) {
     e.requests.resize(size_);
     e.have.assign(size_, false);
+    e.arrivals.assign(size_, Clock::time_point{});
     e.first_seen = now;
   }
   if (e.have[rank]) {
@@ -225,6 +226,7 @@ void MessageTable::Add(int rank, const proto::Request& request, Clock::time_poin
   e.requests[rank] = request;
   e.requests[rank].set_request_rank(rank);
   e.have[rank] = true;
+  e.arrivals[rank] = now;
   ++e.count;
   e.last_seen = now;
   e.last_rank = rank;
@@ -275,7 +277,7 @@ proto::Response MessageTable::BuildResponse(const std::string& name) {
       joined.push_back(r);
     }
   }
-  last_arrival_ = {e.last_rank, e.last_seen - e.first_seen};
+  last_arrival_ = {e.last_rank, e.last_seen - e.first_seen, e.arrivals};
 
   proto::Response resp;
   resp.add_names(name);

@@ -71,6 +71,8 @@ class MessageTable {
   struct Arrival {
     int last_rank = -1;
     Clock::duration lag{};
+    // When each rank submitted it; time_point{} for a rank that had joined.
+    std::vector<Clock::time_point> arrivals;
   };
   const Arrival& last_arrival() const { return last_arrival_; }
 
@@ -80,6 +82,7 @@ class MessageTable {
   struct Entry {
     std::vector<proto::Request> requests;  // by rank; request_rank < 0 when absent
     std::vector<bool> have;
+    std::vector<Clock::time_point> arrivals;
     int count = 0;
     bool duplicate = false;
     int duplicate_rank = -1;

@@ -51,7 +51,8 @@ struct RuntimeOptions {
   std::vector<std::vector<int>> process_sets;
 
   // --- Diagnostics.
-  std::string timeline_path;   // HVD_TIMELINE, HOROVOD_TIMELINE
+  std::string timeline_path;   // HVD_TIMELINE, HOROVOD_TIMELINE (rank 0 writes it)
+  bool straggler_report = false;  // HVD_STRAGGLER_REPORT=1: rank 0 leaves its report for dprun
   bool log_cycles = false;     // HVD_LOG_CYCLES=1: log every non-empty cycle to stderr
 
   // Reads the variables above through `getenv_fn` (defaults to ::getenv).

@@ -10,6 +10,17 @@
 namespace hvd {
 namespace {
 
+const char* CollectiveLabel(proto::ResponseType t) {
+  switch (t) {
+    case proto::RESPONSE_ALLREDUCE: return "ALLREDUCE";
+    case proto::RESPONSE_ALLGATHER: return "ALLGATHER";
+    case proto::RESPONSE_BROADCAST: return "BROADCAST";
+    case proto::RESPONSE_ALLTOALL: return "ALLTOALL";
+    case proto::RESPONSE_REDUCESCATTER: return "REDUCESCATTER";
+    default: return "COLLECTIVE";
+  }
+}
+
 std::string JoinRanks(const std::vector<int>& ranks) {
   std::string s;
   for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -51,15 +62,46 @@ Status Runtime::Connect(int id, const std::vector<int>& ranks, std::shared_ptr<C
   copts.cache_capacity = options_.cache_capacity;
   copts.stall_check = options_.stall_check;
   copts.stall_shutdown = options_.stall_shutdown;
+  Communicator* raw = comm.get();
+  if (straggler_ || timeline_) {
+    copts.on_arrivals = [this, raw](const std::string& name,
+                                    const std::vector<Clock::time_point>& arrivals,
+                                    Clock::time_point ready, bool cached) {
+      if (raw->id == 0 && straggler_) straggler_->Record(arrivals);
+      if (timeline_) {
+        timeline_->Negotiated(name, arrivals, ready, cached);
+        raw->ready_at[name] = ready;
+      }
+    };
+  }
   comm->controller =
       std::make_unique<Controller>(NewGlooControlChannel(comm->context, options_.timeout), copts);
-  comm->executor = std::make_unique<Executor>(comm->backend.get());
+  Executor::PhaseHook hook;
+  if (timeline_) {
+    hook = [this, raw](const proto::Response& r, Phase phase, bool begin) {
+      const auto now = Clock::now();
+      if (begin) {
+        raw->phase_begin = now;
+        return;
+      }
+      const char* label = phase == Phase::kCopyIn    ? "COPY_IN"
+                          : phase == Phase::kCopyOut ? "COPY_OUT"
+                                                     : CollectiveLabel(r.type());
+      for (const auto& name : r.names()) timeline_->Span(name, label, raw->phase_begin, now);
+    };
+  }
+  comm->executor = std::make_unique<Executor>(comm->backend.get(), std::move(hook));
   *out = std::move(comm);
   return Status::OK();
 }
 
 Status Runtime::Start(std::shared_ptr<Store> store) {
   store_ = std::move(store);
+  if (rank() == 0) {
+    straggler_ = std::make_unique<StragglerTracker>(size());
+    if (!options_.timeline_path.empty())
+      HVD_RETURN_IF_ERROR(Timeline::Open(options_.timeline_path, rank(), &timeline_));
+  }
   HVD_RETURN_IF_ERROR(CreateGlooDevice(options_.gloo_hostname, options_.gloo_iface, &device_));
   std::vector<int> all(size());
   for (int r = 0; r < size(); ++r) all[r] = r;
@@ -121,6 +163,12 @@ Status Runtime::Shutdown() {
   }
   cv_.notify_all();
   if (heartbeat_.joinable()) heartbeat_.join();
+  if (timeline_) timeline_->Close();
+  if (straggler_ && options_.straggler_report && launcher_store_) {
+    std::lock_guard<std::mutex> lock(report_mu_);
+    if (!report_left_) launcher_store_->Set(kLauncherStragglerKey, straggler_->Report());
+    report_left_ = true;
+  }
   return LoopStatus();
 }
 
@@ -366,6 +414,11 @@ Status Runtime::ProcessSetInfo(int id, int* rank_in_set, std::vector<int>* ranks
   return Status::OK();
 }
 
+std::string Runtime::StragglerReport() const {
+  if (!straggler_) return "rank " + std::to_string(rank()) + " keeps no straggler report: rank 0 (the coordinator) does\n";
+  return straggler_->Report();
+}
+
 Controller::Stats Runtime::NegotiationStats(int process_set) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = stats_.find(process_set);
@@ -466,6 +519,15 @@ Status Runtime::ExecuteResponse(Communicator* comm, const proto::Response& respo
   std::vector<TensorEntry*> entries(response.names_size(), nullptr);
   for (int i = 0; i < response.names_size(); ++i)
     if (comm->queue.Take(response.names(i), &storage[i])) entries[i] = &storage[i];
+  if (timeline_) {
+    const auto now = Clock::now();
+    for (const auto& name : response.names()) {
+      auto it = comm->ready_at.find(name);
+      if (it == comm->ready_at.end()) continue;
+      timeline_->Span(name, "WAIT", it->second, now);
+      comm->ready_at.erase(it);
+    }
+  }
   Status s = comm->executor->Execute(response, entries);
   if (!s.ok()) {
     Fail(s);

@@ -24,13 +24,16 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "controller/controller.h"
 #include "controller/store.h"
+#include "controller/straggler.h"
 #include "runtime/backend.h"
 #include "runtime/executor.h"
 #include "runtime/options.h"
+#include "runtime/timeline.h"
 #include "runtime/tensor_queue.h"
 #include "runtime/work.h"
 
@@ -57,6 +60,8 @@ struct AllreduceArgs {
   int process_set = 0;
 };
 
+// Where rank 0 leaves its straggler report for dprun --straggler-report.
+constexpr char kLauncherStragglerKey[] = "hvd/straggler_report";
 // Where dprun records the first rank that died and how ("rank 2 (pid 41) was
 // killed by signal 9 (Killed)").
 constexpr char kLauncherAbortKey[] = "hvd/abort/reason";
@@ -114,6 +119,12 @@ class Runtime {
   // The negotiation counters of `process_set` as of its last cycle.
   Controller::Stats NegotiationStats(int process_set) const;
 
+  // Which ranks held negotiation back (see controller/straggler.h). Only the
+  // coordinator (rank 0) keeps one; other ranks get a line saying so.
+  std::string StragglerReport() const;
+  // Per-rank figures behind the report; null on ranks other than 0.
+  const StragglerTracker* straggler() const { return straggler_.get(); }
+
  private:
   struct Communicator {
     int id = 0;
@@ -126,6 +137,9 @@ class Runtime {
     std::unique_ptr<Controller> controller;
     std::unique_ptr<Executor> executor;
     TensorQueue queue;
+    // Coordinator with a timeline: when each tensor became ready (background thread).
+    std::unordered_map<std::string, Clock::time_point> ready_at;
+    Clock::time_point phase_begin;
   };
 
   explicit Runtime(const RuntimeOptions& options);
@@ -158,6 +172,10 @@ class Runtime {
   const RuntimeOptions options_;
   std::shared_ptr<Store> store_;
   std::shared_ptr<Store> launcher_store_;
+  std::unique_ptr<Timeline> timeline_;             // rank 0 with HVD_TIMELINE only
+  std::unique_ptr<StragglerTracker> straggler_;    // rank 0 only
+  std::mutex report_mu_;
+  bool report_left_ = false;
   std::shared_ptr<gloo::transport::Device> device_;
   // Guards comms_, process_sets_ and next_process_set_. The background thread is the
   // only one that adds or removes communicators, at a point in the global response

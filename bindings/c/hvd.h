@@ -239,6 +239,15 @@ hvd_status_t hvd_handle_result(hvd_handle_t* handle, const void** data, int64_t*
 /* alltoall: rows received from each rank (n = the set's size). */
 hvd_status_t hvd_handle_received_splits(hvd_handle_t* handle, const int64_t** splits, int* n);
 
+/* ---- Diagnostics --------------------------------------------------------------- */
+
+/* The straggler report: for each rank, how often it was the last to submit a
+ * negotiated tensor, and the mean and p95 of how long the others waited for it.
+ * Rank 0 (the coordinator) keeps it; other ranks get a line saying so. Copies up
+ * to capacity-1 bytes and a NUL into buf (buf may be NULL when capacity is 0);
+ * *length receives the report's full length, so a second call can size buf. */
+hvd_status_t hvd_straggler_report(char* buf, size_t capacity, size_t* length);
+
 /* ---- Errors ---------------------------------------------------------------- */
 
 /* "HVD_SUCCESS", "HVD_MISMATCH", ...; never NULL. */

@@ -7,7 +7,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -682,6 +684,24 @@ void hvd_handle_release(hvd_handle_t* handle) {
       Report(Status::InvalidArgument("hvd_handle_release: unknown handle (released twice?)"));
   } catch (...) {
   }
+}
+
+hvd_status_t hvd_straggler_report(char* buf, size_t capacity, size_t* length) {
+  HVD_C_GUARD({
+    if (length == nullptr) return Report(Status::InvalidArgument("length is NULL"));
+    if (buf == nullptr && capacity > 0) return Report(Status::InvalidArgument("buf is NULL"));
+    std::shared_ptr<hvd::Runtime> rt;
+    Status s = Current(&rt);
+    if (!s.ok()) return Report(s);
+    const std::string report = rt->StragglerReport();
+    *length = report.size();
+    if (capacity > 0) {
+      const size_t n = std::min(capacity - 1, report.size());
+      std::memcpy(buf, report.data(), n);
+      buf[n] = '\0';
+    }
+    return HVD_SUCCESS;
+  })
 }
 
 const char* hvd_status_string(hvd_status_t status) {
