@@ -1,0 +1,547 @@
+// Unit tests for controller/controller.h over a fake in-process ControlChannel: N
+// Controllers connected through shared queues, each rank's Cycle on its own thread.
+//
+// Time is passed to Cycle explicitly, so the stall inspector is tested with synthetic
+// time points and no sleeping.
+#include "controller/controller.h"
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "runtime/types.h"
+
+namespace hvd {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using std::chrono::milliseconds;
+
+// The shared state of one fake communicator: a queue per non-root rank in each
+// direction. Close() releases every waiter with an error (used when a rank's Cycle
+// has failed and will not take part in the rest of the cycle).
+class Hub {
+ public:
+  explicit Hub(int size) : size_(size), to_root_(size), from_root_(size) {}
+
+  int size() const { return size_; }
+
+  void Send(std::vector<std::deque<std::string>>& box, int rank, std::string msg) {
+    std::lock_guard<std::mutex> lock(mu_);
+    box[rank].push_back(std::move(msg));
+    cv_.notify_all();
+  }
+
+  Status Receive(std::vector<std::deque<std::string>>& box, int rank, std::string* msg) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (lost_.count(rank)) return Status::RemoteError("rank " + std::to_string(rank) + " is lost");
+    if (!cv_.wait_for(lock, std::chrono::seconds(5), [&] { return closed_ || !box[rank].empty(); }))
+      return Status::Timeout("fake channel: nothing from/for rank " + std::to_string(rank));
+    if (box[rank].empty()) return Status::RemoteError("fake channel closed");
+    *msg = std::move(box[rank].front());
+    box[rank].pop_front();
+    return Status::OK();
+  }
+
+  // Rank `rank` is gone: receiving from it fails at once.
+  void Lose(int rank) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lost_.insert(rank);
+  }
+  std::vector<int> lost() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {lost_.begin(), lost_.end()};
+  }
+
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    cv_.notify_all();
+  }
+
+  std::vector<std::deque<std::string>>& to_root() { return to_root_; }
+  std::vector<std::deque<std::string>>& from_root() { return from_root_; }
+
+ private:
+  const int size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool closed_ = false;
+  std::set<int> lost_;
+  std::vector<std::deque<std::string>> to_root_;    // [rank]: rank -> root
+  std::vector<std::deque<std::string>> from_root_;  // [rank]: root -> rank
+};
+
+class FakeChannel : public ControlChannel {
+ public:
+  FakeChannel(std::shared_ptr<Hub> hub, int rank) : hub_(std::move(hub)), rank_(rank) {}
+
+  // Rewrites this rank's outgoing request bytes (to simulate corruption).
+  std::function<std::string(const std::string&)> corrupt;
+
+  Status Gather(const std::string& mine, std::vector<std::string>* all) override {
+    const std::string out = corrupt ? corrupt(mine) : mine;
+    if (rank_ != 0) {
+      hub_->Send(hub_->to_root(), rank_, out);
+      all->clear();
+      return Status::OK();
+    }
+    all->assign(size(), "");
+    (*all)[0] = out;
+    Status first;  // like the real channel, wait for every peer even after one is lost
+    for (int r = 1; r < size(); ++r) {
+      Status s = hub_->Receive(hub_->to_root(), r, &(*all)[r]);
+      if (first.ok() && !s.ok()) first = s;
+    }
+    return first;
+  }
+
+  std::vector<int> lost_peers() const override { return hub_->lost(); }
+
+  Status Broadcast(std::string* msg) override {
+    if (rank_ == 0) {
+      for (int r = 1; r < size(); ++r) hub_->Send(hub_->from_root(), r, *msg);
+      return Status::OK();
+    }
+    return hub_->Receive(hub_->from_root(), rank_, msg);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return hub_->size(); }
+
+ private:
+  std::shared_ptr<Hub> hub_;
+  const int rank_;
+};
+
+// N controllers over one hub. Cycle runs every rank's Cycle on its own thread.
+class FakeJob {
+ public:
+  FakeJob(int size, const ControllerOptions& options) : hub_(std::make_shared<Hub>(size)) {
+    for (int r = 0; r < size; ++r) {
+      auto channel = std::make_unique<FakeChannel>(hub_, r);
+      channels_.push_back(channel.get());
+      controllers_.push_back(std::make_unique<Controller>(std::move(channel), options));
+    }
+  }
+
+  int size() const { return static_cast<int>(controllers_.size()); }
+  FakeChannel& channel(int rank) { return *channels_[rank]; }
+  Hub& hub() { return *hub_; }
+  Controller& controller(int rank) { return *controllers_[rank]; }
+
+  // One cycle; `lists[r]` is rank r's RequestList. Returns each rank's status and list.
+  // Ranks in `absent` do not take part (they have died).
+  std::vector<Status> TryCycle(const std::vector<proto::RequestList>& lists, Clock::time_point now,
+                               std::vector<proto::ResponseList>* out, const std::set<int>& absent = {}) {
+    out->assign(size(), proto::ResponseList());
+    std::vector<Status> status(size());
+    std::vector<std::thread> threads;
+    for (int r = 1; r < size(); ++r)
+      if (!absent.count(r)) threads.emplace_back([&, r] { status[r] = controllers_[r]->Cycle(lists[r], now, &(*out)[r]); });
+    status[0] = controllers_[0]->Cycle(lists[0], now, &(*out)[0]);
+    if (!status[0].ok()) hub_->Close();  // the coordinator will not broadcast
+    for (auto& t : threads) t.join();
+    return status;
+  }
+
+  // One cycle that must succeed everywhere with the same list on every rank.
+  proto::ResponseList Cycle(const std::vector<proto::RequestList>& lists, Clock::time_point now) {
+    std::vector<proto::ResponseList> out;
+    std::vector<Status> status = TryCycle(lists, now, &out);
+    for (int r = 0; r < size(); ++r) EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r].ToString();
+    for (int r = 1; r < size(); ++r)
+      EXPECT_EQ(out[r].SerializeAsString(), out[0].SerializeAsString())
+          << "rank " << r << " got a different response list:\n"
+          << out[r].DebugString() << "rank 0 got:\n"
+          << out[0].DebugString();
+    return out[0];
+  }
+
+ private:
+  std::shared_ptr<Hub> hub_;
+  std::vector<FakeChannel*> channels_;
+  std::vector<std::unique_ptr<Controller>> controllers_;
+};
+
+proto::Request Allreduce(const std::string& name, int64_t count) {
+  proto::Request r;
+  r.set_type(proto::ALLREDUCE);
+  r.set_name(name);
+  r.set_dtype(static_cast<int>(DataType::kFloat32));
+  r.set_reduce_op(static_cast<int>(ReduceOp::kSum));
+  r.add_shape(count);
+  r.set_prescale_factor(1.0);
+  r.set_postscale_factor(1.0);
+  r.set_device(-1);
+  return r;
+}
+
+proto::Request Join() {
+  proto::Request r;
+  r.set_type(proto::JOIN);
+  r.set_name("__join");
+  r.set_device(-1);
+  return r;
+}
+
+// Request lists for `size` ranks, built up with Add.
+struct Lists {
+  explicit Lists(int size) : lists(size) {}
+  Lists& Add(int rank, const proto::Request& r) {
+    *lists[rank].add_requests() = r;
+    return *this;
+  }
+  std::vector<proto::RequestList> lists;
+};
+
+std::vector<std::string> NamesOf(const proto::Response& r) { return {r.names().begin(), r.names().end()}; }
+
+const Clock::time_point kT0 = Clock::now();
+Clock::time_point At(int ms) { return kT0 + milliseconds(ms); }
+
+ControllerOptions Options() {
+  ControllerOptions o;
+  o.log = [](const std::string&) {};  // keep test output clean unless a test captures it
+  return o;
+}
+
+// ---------------------------------------------------------------- negotiation
+
+TEST(ControllerTest, TensorSubmittedInDifferentCyclesYieldsTheSameResponsesEverywhere) {
+  FakeJob job(3, Options());
+  proto::ResponseList out = job.Cycle(Lists(3).Add(0, Allreduce("a", 4)).Add(2, Allreduce("b", 2)).lists, At(0));
+  EXPECT_EQ(out.responses_size(), 0) << "nothing is ready yet";
+  EXPECT_FALSE(out.shutdown());
+
+  out = job.Cycle(Lists(3).Add(1, Allreduce("a", 4)).Add(2, Allreduce("a", 4)).Add(0, Allreduce("b", 2)).lists,
+                  At(1));
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).type(), proto::RESPONSE_ALLREDUCE);
+  EXPECT_THAT(NamesOf(out.responses(0)), ElementsAre("a"));
+  EXPECT_THAT(out.responses(0).counts(), ElementsAre(4));
+
+  out = job.Cycle(Lists(3).lists, At(2));
+  EXPECT_EQ(out.responses_size(), 0) << "'b' still waits on rank 1";
+
+  out = job.Cycle(Lists(3).Add(1, Allreduce("b", 2)).lists, At(3));
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_THAT(NamesOf(out.responses(0)), ElementsAre("b"));
+}
+
+TEST(ControllerTest, TensorsReadyInOneCycleAreFusedOnEveryRank) {
+  FakeJob job(2, Options());
+  Lists l(2);
+  for (int r = 0; r < 2; ++r) l.Add(r, Allreduce("c", 3)).Add(r, Allreduce("d", 5));
+  proto::ResponseList out = job.Cycle(l.lists, At(0));
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_THAT(NamesOf(out.responses(0)), ElementsAre("c", "d"));
+  EXPECT_THAT(out.responses(0).counts(), ElementsAre(3, 5));
+}
+
+TEST(ControllerTest, FusionThresholdZeroKeepsResponsesApart) {
+  ControllerOptions o = Options();
+  o.fusion_threshold = 0;
+  FakeJob job(2, o);
+  Lists l(2);
+  for (int r = 0; r < 2; ++r) l.Add(r, Allreduce("c", 3)).Add(r, Allreduce("d", 5));
+  proto::ResponseList out = job.Cycle(l.lists, At(0));
+  ASSERT_EQ(out.responses_size(), 2);
+  EXPECT_THAT(NamesOf(out.responses(0)), ElementsAre("c"));
+  EXPECT_THAT(NamesOf(out.responses(1)), ElementsAre("d"));
+}
+
+TEST(ControllerTest, ReadyOrderFollowsCompletionNotSubmission) {
+  FakeJob job(2, Options());
+  job.Cycle(Lists(2).Add(0, Allreduce("first", 1)).Add(0, Allreduce("second", 1)).lists, At(0));
+  proto::ResponseList out = job.Cycle(Lists(2).Add(1, Allreduce("second", 1)).lists, At(1));
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_THAT(NamesOf(out.responses(0)), ElementsAre("second"));
+  out = job.Cycle(Lists(2).Add(1, Allreduce("first", 1)).lists, At(2));
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_THAT(NamesOf(out.responses(0)), ElementsAre("first"));
+}
+
+TEST(ControllerTest, SingleRank) {
+  FakeJob job(1, Options());
+  proto::ResponseList out = job.Cycle(Lists(1).Add(0, Allreduce("solo", 7)).lists, At(0));
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_THAT(NamesOf(out.responses(0)), ElementsAre("solo"));
+}
+
+TEST(ControllerTest, MismatchYieldsAnErrorResponseOnEveryRank) {
+  FakeJob job(3, Options());
+  proto::ResponseList out = job.Cycle(
+      Lists(3).Add(0, Allreduce("w", 100)).Add(1, Allreduce("w", 99)).Add(2, Allreduce("w", 100)).lists, At(0));
+  ASSERT_EQ(out.responses_size(), 1);
+  const proto::Response& r = out.responses(0);
+  EXPECT_EQ(r.type(), proto::RESPONSE_ERROR);
+  EXPECT_EQ(r.error_code(), static_cast<int>(StatusCode::kMismatch));
+  EXPECT_THAT(NamesOf(r), ElementsAre("w"));
+  EXPECT_THAT(r.error_message(),
+              AllOf(HasSubstr("'w'"), HasSubstr("element count"), HasSubstr("ranks 0, 2 have 100; rank 1 has 99")));
+  EXPECT_EQ(out.abort_code(), 0) << "a mismatch fails the tensor, not the job";
+  // The job keeps serving.
+  Lists next(3);
+  for (int rk = 0; rk < 3; ++rk) next.Add(rk, Allreduce("w", 5));
+  out = job.Cycle(next.lists, At(1));
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).type(), proto::RESPONSE_ALLREDUCE);
+}
+
+TEST(ControllerTest, OnReadyReportsTheLastRankAndItsLag) {
+  std::vector<std::tuple<std::string, int, Clock::duration>> seen;
+  ControllerOptions o = Options();
+  o.on_ready = [&](const std::string& name, int last_rank, Clock::duration lag) {
+    seen.emplace_back(name, last_rank, lag);
+  };
+  FakeJob job(3, o);
+  job.Cycle(Lists(3).Add(0, Allreduce("x", 1)).Add(2, Allreduce("x", 1)).lists, At(0));
+  EXPECT_TRUE(seen.empty());
+  job.Cycle(Lists(3).Add(1, Allreduce("x", 1)).lists, At(40));
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(std::get<0>(seen[0]), "x");
+  EXPECT_EQ(std::get<1>(seen[0]), 1);
+  EXPECT_EQ(std::get<2>(seen[0]), milliseconds(40));
+}
+
+// ---------------------------------------------------------------- errors and abort
+
+TEST(ControllerTest, ARanksOwnErrorAbortsTheJobNamingThatRank) {
+  FakeJob job(3, Options());
+  std::vector<proto::RequestList> lists = Lists(3).Add(0, Allreduce("a", 1)).lists;
+  lists[2].set_error_code(static_cast<int>(StatusCode::kRemoteError));
+  lists[2].set_error_message("gloo: connection reset by peer 10.0.0.3");
+  proto::ResponseList out = job.Cycle(lists, At(0));
+  EXPECT_EQ(out.abort_code(), static_cast<int>(StatusCode::kRemoteError));
+  EXPECT_THAT(out.abort_message(), AllOf(HasSubstr("rank 2"), HasSubstr("connection reset by peer 10.0.0.3")));
+  EXPECT_EQ(out.responses_size(), 0);
+}
+
+TEST(ControllerTest, WhenSeveralRanksReportErrorsTheLowestRankWins) {
+  FakeJob job(4, Options());
+  std::vector<proto::RequestList> lists = Lists(4).lists;
+  lists[3].set_error_code(static_cast<int>(StatusCode::kTimeout));
+  lists[3].set_error_message("three");
+  lists[1].set_error_code(static_cast<int>(StatusCode::kInternal));
+  lists[1].set_error_message("one");
+  proto::ResponseList out = job.Cycle(lists, At(0));
+  EXPECT_EQ(out.abort_code(), static_cast<int>(StatusCode::kInternal));
+  EXPECT_THAT(out.abort_message(), AllOf(HasSubstr("rank 1"), HasSubstr("one")));
+}
+
+TEST(ControllerTest, CoordinatorReportsAMalformedRequestListNamingTheRank) {
+  FakeJob job(3, Options());
+  job.channel(2).corrupt = [](const std::string&) { return std::string("\x0a\xff\xff\xff\x0f", 5); };
+  std::vector<proto::ResponseList> out;
+  std::vector<Status> status = job.TryCycle(Lists(3).lists, At(0), &out);
+  EXPECT_EQ(status[0].code(), StatusCode::kInternal);
+  EXPECT_THAT(status[0].message(), AllOf(HasSubstr("malformed"), HasSubstr("rank 2")));
+}
+
+TEST(ControllerTest, CoordinatorThatLosesARankBroadcastsAnAbortToTheOthers) {
+  FakeJob job(3, Options());
+  job.hub().Lose(2);
+  std::vector<proto::ResponseList> out;
+  std::vector<Status> status = job.TryCycle(Lists(3).Add(1, Allreduce("a", 1)).lists, At(0), &out, {2});
+  EXPECT_EQ(status[0].code(), StatusCode::kRemoteError);
+  EXPECT_THAT(status[0].message(), HasSubstr("rank 2"));
+  ASSERT_TRUE(status[1].ok()) << status[1].ToString();
+  EXPECT_EQ(out[1].abort_code(), static_cast<int>(StatusCode::kRemoteError));
+  EXPECT_THAT(out[1].abort_message(), HasSubstr("rank 2"));
+}
+
+// Regression (fixed in 58652da): a non-UTF-8 tensor name made the coordinator's parse
+// fail, so rank 0's Cycle returned "malformed request list" and the job stopped.
+TEST(ControllerTest, NonUtf8TensorNameIsNegotiated) {
+  FakeJob job(2, Options());
+  Lists l(2);
+  for (int r = 0; r < 2; ++r) l.Add(r, Allreduce("caf\xe9", 1));
+  std::vector<proto::ResponseList> out;
+  std::vector<Status> status = job.TryCycle(l.lists, At(0), &out);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r].ToString();
+    ASSERT_EQ(out[r].responses_size(), 1);
+    EXPECT_THAT(NamesOf(out[r].responses(0)), ElementsAre("caf\xe9"));
+  }
+}
+
+// ---------------------------------------------------------------- shutdown
+
+TEST(ControllerTest, ShutdownOnlyWhenEveryRankHasAsked) {
+  FakeJob job(3, Options());
+  std::vector<proto::RequestList> lists = Lists(3).lists;
+  lists[0].set_shutdown(true);
+  EXPECT_FALSE(job.Cycle(lists, At(0)).shutdown());
+  lists = Lists(3).lists;
+  lists[1].set_shutdown(true);  // rank 0 asked last cycle; that is remembered
+  EXPECT_FALSE(job.Cycle(lists, At(1)).shutdown());
+  EXPECT_FALSE(job.Cycle(Lists(3).lists, At(2)).shutdown());
+  lists = Lists(3).lists;
+  lists[2].set_shutdown(true);
+  EXPECT_TRUE(job.Cycle(lists, At(3)).shutdown());
+}
+
+TEST(ControllerTest, TensorsWaitingOnARankThatShutDownFailEverywhere) {
+  FakeJob job(3, Options());
+  job.Cycle(Lists(3).Add(1, Allreduce("x", 1)).Add(2, Allreduce("x", 1)).Add(0, Allreduce("y", 1)).lists, At(0));
+  std::vector<proto::RequestList> lists = Lists(3).lists;
+  lists[0].set_shutdown(true);
+  proto::ResponseList out = job.Cycle(lists, At(1));
+  EXPECT_FALSE(out.shutdown());
+  ASSERT_EQ(out.responses_size(), 1) << out.DebugString();
+  const proto::Response& r = out.responses(0);
+  EXPECT_EQ(r.type(), proto::RESPONSE_ERROR);
+  EXPECT_THAT(NamesOf(r), ElementsAre("x")) << "'y' has rank 0 and may still complete";
+  EXPECT_EQ(r.error_code(), static_cast<int>(StatusCode::kShutDown));
+  EXPECT_THAT(r.error_message(), AllOf(HasSubstr("'x'"), HasSubstr("rank 0 has shut down")));
+  // A tensor submitted later without rank 0 fails in the cycle it appears.
+  out = job.Cycle(Lists(3).Add(1, Allreduce("z", 1)).lists, At(2));
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_THAT(NamesOf(out.responses(0)), ElementsAre("z"));
+  EXPECT_EQ(out.responses(0).error_code(), static_cast<int>(StatusCode::kShutDown));
+}
+
+// ---------------------------------------------------------------- join
+
+TEST(ControllerTest, JoinedRankStandsInForAllreduceAndJoinCompletesLast) {
+  FakeJob job(2, Options());
+  proto::ResponseList out = job.Cycle(Lists(2).Add(0, Allreduce("x", 4)).Add(1, Join()).lists, At(0));
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).type(), proto::RESPONSE_ALLREDUCE);
+  EXPECT_THAT(out.responses(0).joined_ranks(), ElementsAre(1));
+  out = job.Cycle(Lists(2).Add(0, Allreduce("y", 4)).Add(0, Join()).lists, At(1));
+  ASSERT_EQ(out.responses_size(), 2);
+  EXPECT_THAT(NamesOf(out.responses(0)), ElementsAre("y"));
+  EXPECT_EQ(out.responses(1).type(), proto::RESPONSE_JOIN);
+  EXPECT_EQ(out.responses(1).root_rank(), 0) << "the last rank to join";
+  // After the join completes, an allreduce needs every rank again.
+  out = job.Cycle(Lists(2).Add(0, Allreduce("x", 4)).lists, At(2));
+  EXPECT_EQ(out.responses_size(), 0);
+}
+
+// ---------------------------------------------------------------- stall inspector
+
+// Captures what the controllers log (only the coordinator does).
+struct LogCapture {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  std::function<void(const std::string&)> Sink() {
+    return [this](const std::string& m) {
+      std::lock_guard<std::mutex> lock(mu);
+      lines.push_back(m);
+    };
+  }
+  std::vector<std::string> Take() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<std::string> out;
+    out.swap(lines);
+    return out;
+  }
+};
+
+TEST(ControllerTest, StallInspectorLogsPartiallySubmittedTensors) {
+  LogCapture log;
+  ControllerOptions o = Options();
+  o.stall_check = milliseconds(50);
+  o.log = log.Sink();
+  FakeJob job(3, o);
+  job.Cycle(Lists(3).Add(0, Allreduce("s", 1)).Add(2, Allreduce("s", 1)).lists, At(0));
+  job.Cycle(Lists(3).lists, At(20));
+  EXPECT_THAT(log.Take(), IsEmpty()) << "not stalled yet";
+  proto::ResponseList out = job.Cycle(Lists(3).lists, At(70));
+  EXPECT_EQ(out.responses_size(), 0) << "stall_check only warns";
+  std::vector<std::string> lines = log.Take();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], AllOf(HasSubstr("'s'"), HasSubstr("submitted by ranks [0, 2]"), HasSubstr("missing ranks [1]"),
+                              HasSubstr("HVD_STALL_SHUTDOWN_TIME")));
+  // Once the straggler arrives the tensor completes normally and the warnings stop.
+  out = job.Cycle(Lists(3).Add(1, Allreduce("s", 1)).lists, At(80));
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).type(), proto::RESPONSE_ALLREDUCE);
+  job.Cycle(Lists(3).lists, At(200));
+  EXPECT_THAT(log.Take(), IsEmpty());
+}
+
+TEST(ControllerTest, StallInspectorListsEveryStalledTensorWithItsMissingRanks) {
+  LogCapture log;
+  ControllerOptions o = Options();
+  o.stall_check = milliseconds(50);
+  o.log = log.Sink();
+  FakeJob job(4, o);
+  job.Cycle(Lists(4).Add(3, Allreduce("p", 1)).Add(0, Allreduce("q", 1)).Add(1, Allreduce("q", 1)).lists, At(0));
+  job.Cycle(Lists(4).Add(2, Allreduce("fresh", 1)).lists, At(40));
+  log.Take();
+  job.Cycle(Lists(4).lists, At(60));
+  std::vector<std::string> lines = log.Take();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], AllOf(HasSubstr("'p'"), HasSubstr("missing ranks [0, 1, 2]"), HasSubstr("'q'"),
+                              HasSubstr("missing ranks [2, 3]")));
+  EXPECT_THAT(lines[0], ::testing::Not(HasSubstr("'fresh'"))) << "'fresh' has waited only 20 ms";
+}
+
+TEST(ControllerTest, StallShutdownFailsTheTensorWithTimeoutOnEveryRank) {
+  LogCapture log;
+  ControllerOptions o = Options();
+  o.stall_check = milliseconds(50);
+  o.stall_shutdown = milliseconds(100);
+  o.log = log.Sink();
+  FakeJob job(3, o);
+  job.Cycle(Lists(3).Add(0, Allreduce("late", 1)).lists, At(0));
+  proto::ResponseList out = job.Cycle(Lists(3).lists, At(60));
+  EXPECT_EQ(out.responses_size(), 0) << "past stall_check but not stall_shutdown: only a warning";
+  EXPECT_EQ(log.Take().size(), 1u);
+  out = job.Cycle(Lists(3).lists, At(120));
+  ASSERT_EQ(out.responses_size(), 1);
+  const proto::Response& r = out.responses(0);
+  EXPECT_EQ(r.type(), proto::RESPONSE_ERROR);
+  EXPECT_THAT(NamesOf(r), ElementsAre("late"));
+  EXPECT_EQ(r.error_code(), static_cast<int>(StatusCode::kTimeout));
+  EXPECT_THAT(r.error_message(), AllOf(HasSubstr("'late'"), HasSubstr("missing ranks [1, 2]")));
+  EXPECT_EQ(out.abort_code(), 0);
+  EXPECT_EQ(log.Take().size(), 1u) << "the failure is logged too";
+  // The name is forgotten: a straggler's later request starts a new negotiation.
+  out = job.Cycle(Lists(3).Add(1, Allreduce("late", 1)).lists, At(130));
+  EXPECT_EQ(out.responses_size(), 0);
+}
+
+TEST(ControllerTest, StallShutdownWorksWithoutStallCheck) {
+  ControllerOptions o = Options();
+  o.stall_check = milliseconds(0);
+  o.stall_shutdown = milliseconds(50);
+  FakeJob job(2, o);
+  job.Cycle(Lists(2).Add(1, Allreduce("t", 1)).lists, At(0));
+  proto::ResponseList out = job.Cycle(Lists(2).lists, At(60));
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(out.responses(0).error_code(), static_cast<int>(StatusCode::kTimeout));
+  EXPECT_THAT(out.responses(0).error_message(), AllOf(HasSubstr("'t'"), HasSubstr("missing ranks [0]")));
+}
+
+TEST(ControllerTest, StallInspectorDisabledWhenBothAreZero) {
+  LogCapture log;
+  ControllerOptions o = Options();
+  o.stall_check = milliseconds(0);
+  o.stall_shutdown = milliseconds(0);
+  o.log = log.Sink();
+  FakeJob job(2, o);
+  job.Cycle(Lists(2).Add(1, Allreduce("t", 1)).lists, At(0));
+  proto::ResponseList out = job.Cycle(Lists(2).lists, At(100000));
+  EXPECT_EQ(out.responses_size(), 0);
+  EXPECT_THAT(log.Take(), IsEmpty());
+}
+
+}  // namespace
+}  // namespace hvd
