@@ -48,12 +48,20 @@ Status Controller::Cycle(const proto::RequestList& mine, Clock::time_point now,
   std::string reply;
   if (rank() == 0) {
     std::vector<proto::RequestList> lists(size());
-    for (int r = 0; r < size(); ++r) {
-      if (!lists[r].ParseFromString(all[r]))
-        return Status::Internal("coordinator received a malformed request list from rank " +
-                                std::to_string(r) + " (" + std::to_string(all[r].size()) + " bytes)");
-    }
     proto::ResponseList responses;
+    Status malformed;
+    for (int r = 0; r < size() && malformed.ok(); ++r) {
+      if (!lists[r].ParseFromString(all[r]))
+        malformed = Status::Internal("coordinator received a malformed request list from rank " +
+                                     std::to_string(r) + " (" + std::to_string(all[r].size()) + " bytes)");
+    }
+    if (!malformed.ok()) {
+      // Tell every rank why, instead of leaving them to time out.
+      responses.set_abort_code(static_cast<int>(malformed.code()));
+      responses.set_abort_message(malformed.message());
+      if (responses.SerializeToString(&reply)) channel_->Broadcast(&reply);
+      return malformed;
+    }
     Coordinate(lists, now, &responses);
     if (!responses.SerializeToString(&reply)) return Status::Internal("cannot serialize responses");
   }

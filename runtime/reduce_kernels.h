@@ -28,8 +28,9 @@ void ScaledCopy(DataType dtype, void* dst, const void* src, size_t n, double fac
 // C and PyTorch's `torch.div(rounding_mode='trunc')`.
 void DivideBuffer(DataType dtype, void* buf, size_t n, int64_t divisor);
 
-// Fills n elements with the identity of `op` (0 for sum/average, 1 for product,
-// the type's max for min and lowest for max): what a joined rank contributes.
+// Fills n elements with the identity of `op` (0 for sum/average, 1 for product;
+// for min +inf on floats and the type's max on integers, for max -inf or the
+// type's lowest): what a joined rank contributes.
 void FillIdentity(DataType dtype, ReduceOp op, void* buf, size_t n);
 
 uint16_t FloatToHalf(float f);

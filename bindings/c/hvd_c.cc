@@ -15,8 +15,10 @@
 #include <string>
 #include <unordered_map>
 
+#include "controller/launch_env.h"
 #include "controller/store.h"
 #include "controller/tcp_store.h"
+#include "runtime/device_ops.h"
 #include "runtime/runtime.h"
 
 namespace {
@@ -49,6 +51,11 @@ struct Instance {
   std::mutex handles_mu;
   std::unordered_map<uint64_t, Handle> handles;
   uint64_t next_handle = 1;
+
+  // Rank 0 of a job that mpirun, srun or torchrun started serves the job's store
+  // (controller/launch_env.h). It lives as long as the process, past hvd_shutdown, so
+  // other ranks can still finish with it; a later hvd_init reuses it. Guarded by mu.
+  std::unique_ptr<hvd::TcpStoreServer> store_server;
 };
 
 Instance& Default() {
@@ -94,24 +101,22 @@ Status Lookup(hvd_handle_t* handle, std::shared_ptr<hvd::Work>* out,
 }
 
 Status Init() {
+  // Another launcher's variables (OMPI_*, SLURM_*, torchrun's) become HVD_* ones, which
+  // FromEnv then reads like dprun's.
+  hvd::LaunchEnv launch;
+  HVD_RETURN_IF_ERROR(hvd::DetectLaunchEnv(nullptr, &launch));
   hvd::RuntimeOptions options;
-  HVD_RETURN_IF_ERROR(hvd::RuntimeOptions::FromEnv(&options));
-  std::shared_ptr<hvd::Store> store;
-  if (options.store_addr.empty()) {
-    if (options.size > 1)
-      return Status::InvalidArgument("HVD_SIZE=" + std::to_string(options.size) +
-                                     " but HVD_STORE_ADDR is not set: start the job with dprun");
-    store = hvd::NewInMemoryStore();
-  } else {
-    std::string host;
-    int port = 0;
-    HVD_RETURN_IF_ERROR(hvd::ParseHostPort(options.store_addr, &host, &port).Prepend("HVD_STORE_ADDR"));
-    HVD_RETURN_IF_ERROR(
-        hvd::ConnectTcpStore(host, port, options.store_secret, options.timeout, &store));
-  }
+  HVD_RETURN_IF_ERROR(hvd::RuntimeOptions::FromEnv(&options, launch.Overlay()));
   Instance& in = Default();
+  std::shared_ptr<hvd::Store> store;
+  HVD_RETURN_IF_ERROR(hvd::OpenJobStore(launch, options, &in.store_server, &store));
   const std::string scope =
       (options.job_id.empty() ? "" : options.job_id + "/") + "init" + std::to_string(in.generation) + "/";
+  HVD_RETURN_IF_ERROR(
+      hvd::CompleteLaunchTopology(launch, *hvd::NewPrefixStore(store, scope), &options));
+  // --network-interface / HVD_GLOO_IFACE names NCCL's interface too, unless NCCL's own
+  // variable says otherwise.
+  if (!options.gloo_iface.empty()) ::setenv("NCCL_SOCKET_IFNAME", options.gloo_iface.c_str(), 0);
   std::unique_ptr<hvd::Runtime> runtime;
   HVD_RETURN_IF_ERROR(hvd::Runtime::Create(options, hvd::NewPrefixStore(store, scope), &runtime, store));
   // dprun's --start-timeout watches for this key.
@@ -156,6 +161,8 @@ Status Allreduce(const hvd_allreduce_args_t* a, hvd_handle_t** handle) {
   args.prescale_factor = a->prescale_factor;
   args.postscale_factor = a->postscale_factor;
   args.process_set = a->process_set;
+  args.device = a->device;
+  args.stream = a->stream;
   std::shared_ptr<hvd::Work> work;
   HVD_RETURN_IF_ERROR(rt->Allreduce(args, &work));
   if (handle != nullptr) {
@@ -274,7 +281,8 @@ Status GroupedAllreduce(int n, const char* const* names, const void* const* send
 Status GroupedShaped(hvd::OpType type, int n, const char* const* names,
                      const void* const* sendbufs, const int64_t* const* shapes, const int* ndims,
                      const hvd_dtype_t* dtypes, hvd_reduce_op_t op, double pre, double post,
-                     int32_t ps, hvd_handle_t** handles) {
+                     int32_t ps, hvd_handle_t** handles, int32_t device = -1,
+                     void* stream = nullptr) {
   HVD_RETURN_IF_ERROR(CheckGroup(n, names, sendbufs, dtypes, handles));
   if (!shapes || !ndims) return Status::InvalidArgument("grouped call: shapes and ndims must not be NULL");
   if (type == hvd::OpType::kReducescatter) HVD_RETURN_IF_ERROR(CheckOp(names[0], op));
@@ -290,6 +298,8 @@ Status GroupedShaped(hvd::OpType type, int n, const char* const* names,
     e.input = sendbufs[i];
     e.prescale_factor = pre;
     e.postscale_factor = post;
+    e.device = device;
+    e.stream = stream;
     e.group_id = n > 1 ? group : 0;
     e.group_size = n;
   }
@@ -380,6 +390,8 @@ void hvd_allreduce_args_init(hvd_allreduce_args_t* args) {
   args->prescale_factor = 1.0;
   args->postscale_factor = 1.0;
   args->process_set = HVD_GLOBAL_PROCESS_SET;
+  args->device = -1;
+  args->stream = nullptr;
 }
 
 hvd_status_t hvd_allreduce_ex(const hvd_allreduce_args_t* args, hvd_handle_t** handle) {
@@ -420,6 +432,12 @@ hvd_status_t hvd_allreduce_async(const char* name, const void* sendbuf, void* re
 hvd_status_t hvd_allgather_async(const char* name, const void* sendbuf, const int64_t* shape,
                                  int ndim, hvd_dtype_t dtype, int32_t process_set,
                                  hvd_handle_t** handle) {
+  return hvd_allgather_ex(name, sendbuf, shape, ndim, dtype, process_set, -1, nullptr, handle);
+}
+
+hvd_status_t hvd_allgather_ex(const char* name, const void* sendbuf, const int64_t* shape,
+                              int ndim, hvd_dtype_t dtype, int32_t process_set, int32_t device,
+                              void* stream, hvd_handle_t** handle) {
   HVD_C_GUARD({
     const hvd_dtype_t dtypes[1] = {dtype};
     const int ndims[1] = {ndim};
@@ -428,12 +446,18 @@ hvd_status_t hvd_allgather_async(const char* name, const void* sendbuf, const in
     const void* bufs[1] = {sendbuf};
     if (handle == nullptr) return Report(Status::InvalidArgument("handle is NULL"));
     return Report(GroupedShaped(hvd::OpType::kAllgather, 1, names, bufs, shapes, ndims, dtypes,
-                                HVD_SUM, 1.0, 1.0, process_set, handle));
+                                HVD_SUM, 1.0, 1.0, process_set, handle, device, stream));
   })
 }
 
 hvd_status_t hvd_broadcast_async(const char* name, void* buf, int64_t count, hvd_dtype_t dtype,
                                  int root_rank, int32_t process_set, hvd_handle_t** handle) {
+  return hvd_broadcast_ex(name, buf, count, dtype, root_rank, process_set, -1, nullptr, handle);
+}
+
+hvd_status_t hvd_broadcast_ex(const char* name, void* buf, int64_t count, hvd_dtype_t dtype,
+                              int root_rank, int32_t process_set, int32_t device, void* stream,
+                              hvd_handle_t** handle) {
   HVD_C_GUARD({
     Status s = CheckName(name);
     if (s.ok()) s = CheckDtype(name, dtype);
@@ -449,6 +473,8 @@ hvd_status_t hvd_broadcast_async(const char* name, void* buf, int64_t count, hvd
     e.output = buf;
     e.shape = {count};
     e.root_rank = root_rank;
+    e.device = device;
+    e.stream = stream;
     return Report(EnqueueOne(std::move(e), process_set, handle));
   })
 }
@@ -466,6 +492,14 @@ hvd_status_t hvd_broadcast(const char* name, void* buf, int64_t count, hvd_dtype
 hvd_status_t hvd_alltoall_async(const char* name, const void* sendbuf, const int64_t* shape,
                                 int ndim, hvd_dtype_t dtype, const int64_t* splits, int nsplits,
                                 int32_t process_set, hvd_handle_t** handle) {
+  return hvd_alltoall_ex(name, sendbuf, shape, ndim, dtype, splits, nsplits, process_set, -1, nullptr,
+                         handle);
+}
+
+hvd_status_t hvd_alltoall_ex(const char* name, const void* sendbuf, const int64_t* shape, int ndim,
+                             hvd_dtype_t dtype, const int64_t* splits, int nsplits,
+                             int32_t process_set, int32_t device, void* stream,
+                             hvd_handle_t** handle) {
   HVD_C_GUARD({
     Status s = CheckName(name);
     if (s.ok()) s = CheckDtype(name, dtype);
@@ -481,6 +515,8 @@ hvd_status_t hvd_alltoall_async(const char* name, const void* sendbuf, const int
     e.type = hvd::OpType::kAlltoall;
     e.dtype = static_cast<hvd::DataType>(dtype);
     e.input = sendbuf;
+    e.device = device;
+    e.stream = stream;
     if (splits != nullptr) e.splits.assign(splits, splits + nsplits);
     return Report(EnqueueOne(std::move(e), process_set, handle));
   })
@@ -490,6 +526,15 @@ hvd_status_t hvd_reducescatter_async(const char* name, const void* sendbuf, cons
                                      int ndim, hvd_dtype_t dtype, hvd_reduce_op_t op,
                                      double prescale_factor, double postscale_factor,
                                      int32_t process_set, hvd_handle_t** handle) {
+  return hvd_reducescatter_ex(name, sendbuf, shape, ndim, dtype, op, prescale_factor,
+                              postscale_factor, process_set, -1, nullptr, handle);
+}
+
+hvd_status_t hvd_reducescatter_ex(const char* name, const void* sendbuf, const int64_t* shape,
+                                  int ndim, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                                  double prescale_factor, double postscale_factor,
+                                  int32_t process_set, int32_t device, void* stream,
+                                  hvd_handle_t** handle) {
   HVD_C_GUARD({
     const hvd_dtype_t dtypes[1] = {dtype};
     const int ndims[1] = {ndim};
@@ -498,7 +543,114 @@ hvd_status_t hvd_reducescatter_async(const char* name, const void* sendbuf, cons
     const void* bufs[1] = {sendbuf};
     if (handle == nullptr) return Report(Status::InvalidArgument("handle is NULL"));
     return Report(GroupedShaped(hvd::OpType::kReducescatter, 1, names, bufs, shapes, ndims, dtypes,
-                                op, prescale_factor, postscale_factor, process_set, handle));
+                                op, prescale_factor, postscale_factor, process_set, handle, device,
+                                stream));
+  })
+}
+
+// Waits for a handle made by a blocking call; on failure releases it and NULLs it.
+static hvd_status_t FinishBlocking(hvd_status_t enqueued, hvd_handle_t** handle) {
+  if (enqueued != HVD_SUCCESS) return enqueued;
+  std::shared_ptr<hvd::Work> work;
+  Status s = Lookup(*handle, &work);
+  if (s.ok()) s = work->Wait(std::chrono::milliseconds(-1));
+  if (!s.ok()) {
+    hvd_handle_release(*handle);
+    *handle = nullptr;
+  }
+  return Report(s);
+}
+
+hvd_status_t hvd_allgather(const char* name, const void* sendbuf, const int64_t* shape, int ndim,
+                           hvd_dtype_t dtype, int32_t process_set, hvd_handle_t** handle) {
+  HVD_C_GUARD({
+    return FinishBlocking(hvd_allgather_async(name, sendbuf, shape, ndim, dtype, process_set, handle),
+                          handle);
+  })
+}
+
+hvd_status_t hvd_alltoall(const char* name, const void* sendbuf, const int64_t* shape, int ndim,
+                          hvd_dtype_t dtype, const int64_t* splits, int nsplits,
+                          int32_t process_set, hvd_handle_t** handle) {
+  HVD_C_GUARD({
+    return FinishBlocking(hvd_alltoall_async(name, sendbuf, shape, ndim, dtype, splits, nsplits,
+                                             process_set, handle),
+                          handle);
+  })
+}
+
+hvd_status_t hvd_reducescatter(const char* name, const void* sendbuf, const int64_t* shape,
+                               int ndim, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                               double prescale_factor, double postscale_factor,
+                               int32_t process_set, hvd_handle_t** handle) {
+  HVD_C_GUARD({
+    return FinishBlocking(hvd_reducescatter_async(name, sendbuf, shape, ndim, dtype, op,
+                                                  prescale_factor, postscale_factor, process_set,
+                                                  handle),
+                          handle);
+  })
+}
+
+hvd_status_t hvd_barrier_async(int32_t process_set, hvd_handle_t** handle) {
+  HVD_C_GUARD({
+    if (handle == nullptr) return Report(Status::InvalidArgument("handle is NULL"));
+    *handle = nullptr;
+    std::shared_ptr<hvd::Runtime> rt;
+    Status s = Current(&rt);
+    std::shared_ptr<hvd::Work> work;
+    if (s.ok()) s = rt->Barrier(process_set, &work);
+    if (!s.ok()) return Report(s);
+    *handle = Register(std::move(work), hvd::OpType::kBarrier);
+    return HVD_SUCCESS;
+  })
+}
+
+hvd_status_t hvd_join_async(int32_t process_set, hvd_handle_t** handle) {
+  HVD_C_GUARD({
+    if (handle == nullptr) return Report(Status::InvalidArgument("handle is NULL"));
+    *handle = nullptr;
+    std::shared_ptr<hvd::Runtime> rt;
+    Status s = Current(&rt);
+    std::shared_ptr<hvd::Work> work;
+    if (s.ok()) s = rt->Join(process_set, &work);
+    if (!s.ok()) return Report(s);
+    *handle = Register(std::move(work), hvd::OpType::kJoin);
+    return HVD_SUCCESS;
+  })
+}
+
+hvd_status_t hvd_handle_join_rank(hvd_handle_t* handle, int* last_rank) {
+  HVD_C_GUARD({
+    if (last_rank == nullptr) return Report(Status::InvalidArgument("last_rank is NULL"));
+    std::shared_ptr<hvd::Work> work;
+    hvd::OpType type;
+    Status s = Lookup(handle, &work, &type);
+    if (!s.ok()) return Report(s);
+    if (type != hvd::OpType::kJoin) return Report(Status::InvalidUsage("not a join handle"));
+    s = work->Wait(std::chrono::milliseconds(0));
+    if (!s.ok()) return Report(s);
+    *last_rank = static_cast<int>(work->scalar_result());
+    return HVD_SUCCESS;
+  })
+}
+
+hvd_status_t hvd_grouped_allreduce(int n, const char* const* names, const void* const* sendbufs,
+                                   void* const* recvbufs, const int64_t* counts,
+                                   const hvd_dtype_t* dtypes, hvd_reduce_op_t op,
+                                   int32_t process_set) {
+  HVD_C_GUARD({
+    if (n < 1 || n > (1 << 20))
+      return Report(Status::InvalidArgument("a group needs 1 to 2^20 tensors, got " + std::to_string(n)));
+    std::vector<hvd_handle_t*> handles(n, nullptr);
+    Status s = GroupedAllreduce(n, names, sendbufs, recvbufs, counts, dtypes, op, 1.0, 1.0,
+                                process_set, handles.data());
+    if (!s.ok()) return Report(s);
+    Status first;
+    for (hvd_handle_t* h : handles) {
+      Status w = WaitAndRelease(h);
+      if (!w.ok() && first.ok()) first = w;
+    }
+    return Report(first);
   })
 }
 
@@ -631,8 +783,11 @@ hvd_status_t hvd_handle_result(hvd_handle_t* handle, const void** data, int64_t*
                                          " handle has no result buffer"));
     s = work->Wait(std::chrono::milliseconds(0));
     if (!s.ok()) return Report(s);
-    if (data) *data = work->result().data();
-    if (nbytes) *nbytes = static_cast<int64_t>(work->result().size());
+    const auto& device_result = work->device_result();
+    const bool on_device = device_result.device >= 0;
+    if (data) *data = on_device ? device_result.data.get() : work->result().data();
+    if (nbytes)
+      *nbytes = on_device ? device_result.bytes : static_cast<int64_t>(work->result().size());
     if (ndim) *ndim = static_cast<int>(work->result_shape().size());
     if (shape) *shape = work->result_shape().data();
     return HVD_SUCCESS;
@@ -700,6 +855,14 @@ hvd_status_t hvd_straggler_report(char* buf, size_t capacity, size_t* length) {
       std::memcpy(buf, report.data(), n);
       buf[n] = '\0';
     }
+    return HVD_SUCCESS;
+  })
+}
+
+hvd_status_t hvd_cuda_built(int* out) {
+  HVD_C_GUARD({
+    if (out == nullptr) return Report(Status::InvalidArgument("out is NULL"));
+    *out = hvd::CudaBuilt() ? 1 : 0;
     return HVD_SUCCESS;
   })
 }

@@ -44,6 +44,17 @@ TEST(Jobs, MismatchedCountFailsOnEveryRankWithTheDetail) {
   EXPECT_EQ(CountOf(r.output, "after: HVD_SUCCESS sum=3"), 3) << r.output;
 }
 
+TEST(Jobs, EveryCCollectiveAcrossRanks) {
+  for (int np : {1, 3, 4}) {
+    CommandResult r = RunCommand(kDprun + " -np " + std::to_string(np) + " " + kBuild +
+                                     "/tests/programs/c_collectives_job",
+                                 std::chrono::seconds(60));
+    ASSERT_FALSE(r.timed_out) << r.output;
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(CountOf(r.output, " checks passed"), np) << r.output;
+  }
+}
+
 TEST(Jobs, MalformedEnvironmentFailsInitNamingTheVariable) {
   CommandResult r = RunCommand(kDprun + " -np 2 " + kBuild + "/tests/programs/mismatch_job",
                                std::chrono::seconds(60), {"HVD_FUSION_THRESHOLD=lots"});
