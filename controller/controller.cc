@@ -20,8 +20,31 @@ Controller::Controller(std::unique_ptr<ControlChannel> channel, ControllerOption
       options_(std::move(options)),
       table_(channel_->size()),
       shut_down_(channel_->size(), false),
-      cache_(static_cast<size_t>(std::max<int64_t>(0, options_.cache_capacity))) {
+      cache_(static_cast<size_t>(std::max<int64_t>(0, options_.cache_capacity))),
+      announced_cycle_time_(options_.cycle_time) {
   if (!options_.log) options_.log = [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); };
+  if (options_.autotune && rank() == 0) {
+    Autotuner::Options a;
+    a.window = options_.autotune_window;
+    if (!options_.autotune_log.empty()) {
+      std::shared_ptr<std::FILE> file(std::fopen(options_.autotune_log.c_str(), "w"),
+                                      [](std::FILE* f) { if (f) std::fclose(f); });
+      if (file) {
+        std::fprintf(file.get(), "fusion_threshold_bytes,cycle_time_ms,bytes_per_second\n");
+        a.log = [file](const Autotuner::Setting& s, double score) {
+          std::fprintf(file.get(), "%lld,%.3f,%.0f\n", static_cast<long long>(s.fusion_threshold),
+                       s.cycle_time.count() / 1000.0, score);
+          std::fflush(file.get());
+        };
+      } else {
+        options_.log("dprun: cannot open HVD_AUTOTUNE_LOG '" + options_.autotune_log + "'");
+      }
+    }
+    autotuner_ = std::make_unique<Autotuner>(
+        Autotuner::Setting{options_.fusion_threshold, options_.cycle_time}, std::move(a));
+    options_.fusion_threshold = autotuner_->current().fusion_threshold;
+    options_.cycle_time = autotuner_->current().cycle_time;
+  }
 }
 
 Status Controller::Cycle(const proto::RequestList& mine, Clock::time_point now,
@@ -204,6 +227,7 @@ void Controller::CoordinateCache(const std::vector<proto::RequestList>& lists,
 
 void Controller::ApplyResponses(const proto::ResponseList& in, proto::ResponseList* out) {
   out->Clear();
+  if (in.cycle_time_us() > 0) announced_cycle_time_ = std::chrono::microseconds(in.cycle_time_us());
   out->set_shutdown(in.shutdown());
   out->set_abort_code(in.abort_code());
   out->set_abort_message(in.abort_message());
@@ -245,6 +269,20 @@ void Controller::ApplyResponses(const proto::ResponseList& in, proto::ResponseLi
         }
       }
       own_requests_.erase(own);
+    }
+  }
+  if (autotuner_) {
+    int64_t bytes = 0;
+    for (const auto& r : out->responses())
+      for (int i = 0; i < r.names_size() && i < r.counts_size(); ++i)
+        if (r.type() != proto::RESPONSE_ERROR) bytes += ResponseTensorBytes(r, i, size());
+    if (autotuner_->Observe(bytes, Clock::now())) {
+      options_.fusion_threshold = autotuner_->current().fusion_threshold;
+      options_.cycle_time = autotuner_->current().cycle_time;
+      if (autotuner_->done())
+        options_.log("dprun: autotune chose HVD_FUSION_THRESHOLD=" +
+                     std::to_string(options_.fusion_threshold) + " HVD_CYCLE_TIME=" +
+                     std::to_string(options_.cycle_time.count() / 1000.0) + " ms");
     }
   }
 }
@@ -300,6 +338,7 @@ void Controller::Coordinate(const std::vector<proto::RequestList>& lists, Clock:
   InspectStalls(now, &responses);
   CoordinateCache(lists, now, out);
   out->set_fusion_threshold(options_.fusion_threshold);
+  out->set_cycle_time_us(options_.cycle_time.count());
   for (auto& r : PlanFusion(responses, options_.fusion_threshold, size()))
     *out->add_responses() = std::move(r);
   for (auto& r : joins) *out->add_responses() = std::move(r);

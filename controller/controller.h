@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/autotuner.h"
 #include "controller/control_channel.h"
 #include "controller/messages.pb.h"
 #include "controller/negotiation.h"
@@ -35,6 +36,13 @@ struct ControllerOptions {
   int64_t fusion_threshold = 128 << 20;
   // Response cache entries (0 disables the cache).
   int64_t cache_capacity = 1024;
+  // The cycle time the coordinator announces to every rank.
+  std::chrono::microseconds cycle_time{1000};
+  // Tune fusion_threshold and cycle_time online (coordinator only; see autotuner.h).
+  bool autotune = false;
+  // Where the autotuner writes each scored setting as CSV ("" for nowhere).
+  std::string autotune_log;
+  std::chrono::milliseconds autotune_window{1000};
   // Warn about a tensor some ranks have submitted and others not after this long.
   std::chrono::milliseconds stall_check{60000};
   // Fail such a tensor on every rank after this long (0: only warn).
@@ -71,8 +79,9 @@ class Controller {
   };
   const Stats& stats() const { return stats_; }
 
-  // The coordinator's fusion threshold (autotune changes it between cycles).
-  void set_fusion_threshold(int64_t bytes) { options_.fusion_threshold = bytes; }
+  // The cycle time announced by the coordinator in the last cycle (every rank
+  // sleeps this long between cycles, so autotune's choice reaches all of them).
+  std::chrono::microseconds cycle_time() const { return announced_cycle_time_; }
 
  private:
   // Coordinator side of Cycle: all lists in, one response list out.
@@ -98,6 +107,8 @@ class Controller {
   std::map<uint32_t, Clock::time_point> partial_since_;    // coordinator: bits not all set
   std::map<uint32_t, std::vector<Clock::time_point>> bit_arrivals_;  // coordinator
   Stats stats_;
+  std::unique_ptr<Autotuner> autotuner_;  // coordinator with autotune only
+  std::chrono::microseconds announced_cycle_time_;
   Clock::time_point last_stall_check_{};
 };
 
