@@ -1,0 +1,17 @@
+"""hvd: Python bindings of the dprun collective runtime (libhvd.so, via ctypes).
+
+Front-ends with horovod.torch 0.28's API:
+  hvd.torch  - torch CPU tensors, DistributedOptimizer, ShardedOptimizer (ZeRO 1/2);
+  hvd.numpy  - NumPy arrays.
+This package itself holds what they share: the life cycle and topology calls, process
+sets and the exceptions. libhvd.so is found through $HVD_LIBRARY or the repository's
+build folders (see hvd._lib).
+"""
+from hvd.basics import (ProcessSet, add_process_set, check_health, cross_rank, cross_size,  # noqa: F401
+                        global_process_set, init, is_initialized, local_rank, local_size, rank,
+                        remove_process_set, shutdown, size)
+from hvd.errors import (HorovodInternalError, HvdError, HvdTimeoutError, InternalError,  # noqa: F401
+                        InvalidArgumentError, InvalidUsageError, MismatchError,
+                        NotInitializedError, RemoteError, ShutDownError)
+
+__version__ = "0.1.0"

@@ -1,0 +1,314 @@
+"""The collectives of horovod.torch 0.28, written once over a small tensor adapter
+(hvd.numpy and hvd.torch each provide one), so both front-ends share their argument
+handling, naming, buffer lifetime and result copying.
+
+Terms: the *tensor* is what the caller passed; its *buffer* is the contiguous
+tensor whose memory the runtime reads or writes (the tensor itself when it is
+contiguous, else a contiguous copy, copied back into the tensor after an in-place
+operation completes). Every async call returns an int handle for
+hvd._handles.synchronize, which returns:
+  allreduce, broadcast, allgather, reducescatter: the output tensor;
+  grouped calls: a list of output tensors;
+  alltoall: a tuple (output, received_splits).
+The in-place variants (trailing underscore) return the tensor they were given,
+modified in place.
+
+The adapter provides (t is a tensor of that framework):
+  dtype_code(t, what) -> hvd dtype, raising InvalidArgumentError for anything the
+      runtime cannot take (wrong type, device, dtype);
+  contiguous(t), clone(t), empty_like(t) -> contiguous tensors;
+  address(t), numel(t), shape(t) -> int, int, tuple;
+  copy_(dst, src) -> copies src into dst in place;
+  from_memory(address, nbytes, shape, like) -> a new tensor of like's dtype
+      holding a copy of the bytes;
+  int_list(splits) -> list of int; int32_vector(list) -> a framework int32 vector.
+"""
+import ctypes
+
+from hvd import _handles
+from hvd import _lib
+from hvd import basics
+from hvd import errors
+
+Sum = _lib.SUM
+Average = _lib.AVERAGE
+Min = _lib.MIN
+Max = _lib.MAX
+Product = _lib.PRODUCT
+# Horovod's Adasum: accepted as a value so code that names it imports, rejected when used.
+Adasum = 100
+
+_OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product"}
+
+
+def resolve_op(op, average):
+    """Horovod's rule: `average` (deprecated) or `op`, not both; neither means Average."""
+    if op is not None and average is not None:
+        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
+    if average is not None:
+        import warnings
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed",
+                      DeprecationWarning, stacklevel=3)
+        op = Average if average else Sum
+    if op is None:
+        op = Average
+    if op == Adasum:
+        raise errors.InvalidArgumentError("op=Adasum is not supported by dprun")
+    if op not in _OP_NAMES:
+        raise errors.InvalidArgumentError("unknown reduce op %r" % (op,))
+    return op
+
+
+def _shape_array(shape):
+    return (ctypes.c_int64 * max(len(shape), 1))(*shape)
+
+
+def _encode(names):
+    return [n.encode() for n in names]
+
+
+class Frontend:
+    """The async collectives over one adapter; see the module docstring."""
+
+    def __init__(self, adapter):
+        self.a = adapter
+
+    # ---- helpers ---------------------------------------------------------------------
+
+    def _buffer(self, tensor, what):
+        dtype = self.a.dtype_code(tensor, what)
+        return self.a.contiguous(tensor), dtype
+
+    def _copy_back(self, tensor, buf):
+        if buf is not tensor:
+            self.a.copy_(tensor, buf)
+        return tensor
+
+    def _shaped(self, tensor, what):
+        """(buffer, dtype, shape) for the shape-based calls, which need ndim >= 1."""
+        buf, dtype = self._buffer(tensor, what)
+        shape = self.a.shape(buf)
+        if len(shape) == 0:
+            raise errors.InvalidArgumentError(
+                "%s: needs a tensor with at least one dimension, got a scalar" % what)
+        return buf, dtype, shape
+
+    def _result(self, c_handle, name, like):
+        address, nbytes, shape = _handles.handle_result(c_handle, name)
+        return self.a.from_memory(address, nbytes, shape, like)
+
+    # ---- allreduce ------------------------------------------------------------------
+
+    def allreduce_async(self, tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                        postscale_factor=1.0, process_set=None, inplace=False):
+        op = resolve_op(op, average)
+        ps = basics.process_set_id(process_set)
+        full = basics.op_name("allreduce", name, ps)
+        buf, dtype = self._buffer(tensor, full)
+        out = buf if inplace else self.a.empty_like(buf)
+        args = _lib.new_allreduce_args()
+        encoded = full.encode()
+        args.name = encoded
+        args.sendbuf = self.a.address(buf) or None
+        args.recvbuf = self.a.address(out) or None
+        args.count = self.a.numel(buf)
+        args.dtype = dtype
+        args.op = op
+        args.prescale_factor = float(prescale_factor)
+        args.postscale_factor = float(postscale_factor)
+        args.process_set = ps
+        c_handle = ctypes.c_void_p()
+        _lib.check(_lib.lib().hvd_allreduce_ex(ctypes.byref(args), ctypes.byref(c_handle)),
+                   "hvd_allreduce_ex(%s)" % full)
+        if inplace:
+            finish = lambda _: self._copy_back(tensor, buf)  # noqa: E731
+        else:
+            finish = lambda _: out  # noqa: E731
+        return _handles.register([c_handle.value], [full], (tensor, buf, out, encoded), finish)
+
+    def grouped_allreduce_async(self, tensors, average=None, name=None, op=None,
+                                prescale_factor=1.0, postscale_factor=1.0, process_set=None,
+                                inplace=False):
+        op = resolve_op(op, average)
+        ps = basics.process_set_id(process_set)
+        tensors = list(tensors)
+        base = basics.op_name("grouped_allreduce", name, ps)
+        names = ["%s.%d" % (base, i) for i in range(len(tensors))]
+        bufs, dtypes = zip(*[self._buffer(t, n) for t, n in zip(tensors, names)]) if tensors \
+            else ((), ())
+        outs = list(bufs) if inplace else [self.a.empty_like(b) for b in bufs]
+        n = len(tensors)
+        c_names = (ctypes.c_char_p * max(n, 1))(*_encode(names))
+        c_send = (ctypes.c_void_p * max(n, 1))(*[self.a.address(b) or None for b in bufs])
+        c_recv = (ctypes.c_void_p * max(n, 1))(*[self.a.address(o) or None for o in outs])
+        c_counts = (ctypes.c_int64 * max(n, 1))(*[self.a.numel(b) for b in bufs])
+        c_dtypes = (ctypes.c_int * max(n, 1))(*dtypes)
+        c_handles = (ctypes.c_void_p * max(n, 1))()
+        _lib.check(_lib.lib().hvd_grouped_allreduce_async(
+            n, c_names, c_send, c_recv, c_counts, c_dtypes, op, float(prescale_factor),
+            float(postscale_factor), ps, c_handles), "hvd_grouped_allreduce_async(%s)" % base)
+        if inplace:
+            finish = lambda _: [self._copy_back(t, b) for t, b in zip(tensors, bufs)]  # noqa
+        else:
+            finish = lambda _: outs  # noqa: E731
+        return _handles.register(list(c_handles[:n]), names,
+                                 (tensors, bufs, outs, c_names, c_send, c_recv), finish)
+
+    # ---- allgather ------------------------------------------------------------------
+
+    def grouped_allgather_async(self, tensors, name=None, process_set=None, prefix=None):
+        ps = basics.process_set_id(process_set)
+        tensors = list(tensors)
+        n = len(tensors)
+        if prefix is None:
+            base = basics.op_name("grouped_allgather", name, ps)
+            names = ["%s.%d" % (base, i) for i in range(n)]
+        else:
+            base = basics.op_name(prefix, name, ps)
+            names = [base]
+        shaped = [self._shaped(t, nm) for t, nm in zip(tensors, names)]
+        shapes = [_shape_array(s) for _, _, s in shaped]
+        c_names = (ctypes.c_char_p * max(n, 1))(*_encode(names))
+        c_send = (ctypes.c_void_p * max(n, 1))(*[self.a.address(b) or None for b, _, _ in shaped])
+        c_shapes = (ctypes.POINTER(ctypes.c_int64) * max(n, 1))(
+            *[ctypes.cast(s, ctypes.POINTER(ctypes.c_int64)) for s in shapes])
+        c_ndims = (ctypes.c_int * max(n, 1))(*[len(s) for _, _, s in shaped])
+        c_dtypes = (ctypes.c_int * max(n, 1))(*[d for _, d, _ in shaped])
+        c_handles = (ctypes.c_void_p * max(n, 1))()
+        _lib.check(_lib.lib().hvd_grouped_allgather_async(
+            n, c_names, c_send, c_shapes, c_ndims, c_dtypes, ps, c_handles),
+            "hvd_grouped_allgather_async(%s)" % base)
+
+        def finish(handles):
+            return [self._result(h, nm, b) for h, nm, (b, _, _) in zip(handles, names, shaped)]
+        return _handles.register(list(c_handles[:n]), names, (tensors, shaped, shapes), finish)
+
+    def allgather_async(self, tensor, name=None, process_set=None):
+        handle = self.grouped_allgather_async([tensor], name, process_set, prefix="allgather")
+        entry = _handles._get(handle)
+        inner = entry.finish
+        entry.finish = lambda hs: inner(hs)[0]
+        return handle
+
+    # ---- broadcast ------------------------------------------------------------------
+
+    def broadcast_async(self, tensor, root_rank, name=None, process_set=None, inplace=False):
+        ps = basics.process_set_id(process_set)
+        root = basics.set_root_rank(process_set, root_rank)
+        full = basics.op_name("broadcast", name, ps)
+        dtype = self.a.dtype_code(tensor, full)
+        buf = self.a.contiguous(tensor) if inplace else self.a.clone(tensor)
+        encoded = full.encode()
+        c_handle = ctypes.c_void_p()
+        _lib.check(_lib.lib().hvd_broadcast_async(encoded, self.a.address(buf) or None,
+                                                  self.a.numel(buf), dtype, root, ps,
+                                                  ctypes.byref(c_handle)),
+                   "hvd_broadcast_async(%s)" % full)
+        if inplace:
+            finish = lambda _: self._copy_back(tensor, buf)  # noqa: E731
+        else:
+            finish = lambda _: buf  # noqa: E731
+        return _handles.register([c_handle.value], [full], (tensor, buf, encoded), finish)
+
+    # ---- alltoall -------------------------------------------------------------------
+
+    def alltoall_async(self, tensor, splits=None, name=None, process_set=None):
+        ps = basics.process_set_id(process_set)
+        full = basics.op_name("alltoall", name, ps)
+        buf, dtype, shape = self._shaped(tensor, full)
+        c_shape = _shape_array(shape)
+        if splits is None:
+            c_splits, nsplits = None, 0
+        else:
+            split_list = self.a.int_list(splits)
+            c_splits = (ctypes.c_int64 * max(len(split_list), 1))(*split_list)
+            nsplits = len(split_list)
+        encoded = full.encode()
+        c_handle = ctypes.c_void_p()
+        _lib.check(_lib.lib().hvd_alltoall_async(encoded, self.a.address(buf) or None, c_shape,
+                                                 len(shape), dtype, c_splits, nsplits, ps,
+                                                 ctypes.byref(c_handle)),
+                   "hvd_alltoall_async(%s)" % full)
+
+        def finish(handles):
+            out = self._result(handles[0], full, buf)
+            return out, self.a.int32_vector(_handles.received_splits(handles[0], full))
+        return _handles.register([c_handle.value], [full], (tensor, buf, c_shape, c_splits),
+                                 finish)
+
+    # ---- reducescatter --------------------------------------------------------------
+
+    def grouped_reducescatter_async(self, tensors, name=None, op=Average, prescale_factor=1.0,
+                                    postscale_factor=1.0, process_set=None, prefix=None):
+        op = resolve_op(op, None)
+        ps = basics.process_set_id(process_set)
+        tensors = list(tensors)
+        n = len(tensors)
+        if prefix is None:
+            base = basics.op_name("grouped_reducescatter", name, ps)
+            names = ["%s.%d" % (base, i) for i in range(n)]
+        else:
+            base = basics.op_name(prefix, name, ps)
+            names = [base]
+        shaped = [self._shaped(t, nm) for t, nm in zip(tensors, names)]
+        shapes = [_shape_array(s) for _, _, s in shaped]
+        c_names = (ctypes.c_char_p * max(n, 1))(*_encode(names))
+        c_send = (ctypes.c_void_p * max(n, 1))(*[self.a.address(b) or None for b, _, _ in shaped])
+        c_shapes = (ctypes.POINTER(ctypes.c_int64) * max(n, 1))(
+            *[ctypes.cast(s, ctypes.POINTER(ctypes.c_int64)) for s in shapes])
+        c_ndims = (ctypes.c_int * max(n, 1))(*[len(s) for _, _, s in shaped])
+        c_dtypes = (ctypes.c_int * max(n, 1))(*[d for _, d, _ in shaped])
+        c_handles = (ctypes.c_void_p * max(n, 1))()
+        _lib.check(_lib.lib().hvd_grouped_reducescatter_async(
+            n, c_names, c_send, c_shapes, c_ndims, c_dtypes, op, float(prescale_factor),
+            float(postscale_factor), ps, c_handles), "hvd_grouped_reducescatter_async(%s)" % base)
+
+        def finish(handles):
+            return [self._result(h, nm, b) for h, nm, (b, _, _) in zip(handles, names, shaped)]
+        return _handles.register(list(c_handles[:n]), names, (tensors, shaped, shapes), finish)
+
+    def reducescatter_async(self, tensor, name=None, op=Average, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=None):
+        handle = self.grouped_reducescatter_async([tensor], name, op, prescale_factor,
+                                                  postscale_factor, process_set,
+                                                  prefix="reducescatter")
+        entry = _handles._get(handle)
+        inner = entry.finish
+        entry.finish = lambda hs: inner(hs)[0]
+        return handle
+
+
+# ---- blocking calls that need no tensors --------------------------------------------
+
+def barrier(process_set=None):
+    """Returns once every rank of the set has entered the barrier (waiting through
+    the async form where the library has it, so Ctrl-C is honoured)."""
+    ps = basics.process_set_id(process_set)
+    what = "barrier(process set %d)" % ps
+    if not _lib.has("hvd_barrier_async"):
+        _lib.check(_lib.lib().hvd_barrier(ps), "hvd_barrier(process set %d)" % ps)
+        return
+    c_handle = ctypes.c_void_p()
+    _lib.check(_lib.lib().hvd_barrier_async(ps, ctypes.byref(c_handle)), "hvd_" + what)
+    _handles.synchronize(_handles.register([c_handle.value], [what], None, lambda _: None))
+
+
+def join(process_set=None):
+    """For uneven data: returns once every rank of the set has joined; until then this
+    rank contributes the identity to the others' allreduces. Returns the global rank
+    of the last rank to join."""
+    ps = basics.process_set_id(process_set)
+    what = "join(process set %d)" % ps
+    if not _lib.has("hvd_join_async"):
+        last = ctypes.c_int(-1)
+        _lib.check(_lib.lib().hvd_join(ps, ctypes.byref(last)), "hvd_" + what)
+        return basics.global_rank(process_set, last.value)
+
+    def finish(handles):
+        last = ctypes.c_int(-1)
+        _lib.check(_lib.lib().hvd_handle_join_rank(handles[0], ctypes.byref(last)),
+                   "hvd_handle_join_rank")
+        return basics.global_rank(process_set, last.value)
+    c_handle = ctypes.c_void_p()
+    _lib.check(_lib.lib().hvd_join_async(ps, ctypes.byref(c_handle)), "hvd_" + what)
+    return _handles.synchronize(_handles.register([c_handle.value], [what], None, finish))

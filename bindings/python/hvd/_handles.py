@@ -1,0 +1,130 @@
+"""The registry of in-flight collectives behind the int handles that the async
+calls of hvd.numpy and hvd.torch return.
+
+A handle owns one or more C handles (several for a grouped call), the Python
+objects whose memory the runtime reads or writes (kept referenced until the
+collective completes, so the garbage collector can never free a buffer in use),
+and a `finish` function that builds the result once every C handle succeeded
+(for allgather, alltoall and reducescatter it copies the runtime-owned result out
+before the C handle is released).
+
+synchronize() waits in short slices so that Ctrl-C is honoured, always waits for
+every C handle of the entry to complete before releasing anything (even when one
+failed: a released-but-running collective could still write into its buffers),
+and raises the first failure as an HvdError with the runtime's detail.
+
+Thread safety: every function may be called from any thread; one handle must be
+synchronized by one thread.
+"""
+import ctypes
+import itertools
+import threading
+
+from hvd import _lib
+from hvd import errors
+
+_WAIT_SLICE_MS = 200
+
+_lock = threading.Lock()
+_entries = {}
+_ids = itertools.count(1)
+
+
+class _Entry:
+    __slots__ = ("c_handles", "names", "keepalive", "finish")
+
+    def __init__(self, c_handles, names, keepalive, finish):
+        self.c_handles = c_handles
+        self.names = names
+        self.keepalive = keepalive
+        self.finish = finish
+
+
+def register(c_handles, names, keepalive, finish):
+    """Takes ownership of `c_handles` (ints); returns the new handle."""
+    entry = _Entry(list(c_handles), list(names), keepalive, finish)
+    with _lock:
+        handle = next(_ids)
+        _entries[handle] = entry
+    return handle
+
+
+def _get(handle):
+    with _lock:
+        entry = _entries.get(handle)
+    if entry is None:
+        raise errors.InvalidArgumentError(
+            "unknown handle %r (already synchronized, or not returned by an hvd async call)"
+            % (handle,))
+    return entry
+
+
+def poll(handle):
+    """True once every collective of `handle` has completed (successfully or not)."""
+    entry = _get(handle)
+    done = ctypes.c_int()
+    for c_handle, name in zip(entry.c_handles, entry.names):
+        _lib.check(_lib.lib().hvd_poll(c_handle, ctypes.byref(done)), "hvd_poll(%s)" % name)
+        if not done.value:
+            return False
+    return True
+
+
+def _wait(c_handle, name):
+    """Waits for one C handle; returns None or the HvdError it failed with."""
+    lib = _lib.lib()
+    while True:
+        code = lib.hvd_wait(c_handle, _WAIT_SLICE_MS)
+        if code == _lib.IN_PROGRESS:
+            continue
+        if code == _lib.SUCCESS:
+            return None
+        return _lib.make_error(code, "collective %r" % name)
+
+
+def synchronize(handle):
+    """Waits for `handle`, releases it and returns its output."""
+    entry = _get(handle)
+    failure = None
+    for c_handle, name in zip(entry.c_handles, entry.names):
+        err = _wait(c_handle, name)
+        if err is not None and failure is None:
+            failure = err
+    try:
+        if failure is None:
+            return entry.finish(entry.c_handles)
+    finally:
+        with _lock:
+            _entries.pop(handle, None)
+        for c_handle in entry.c_handles:
+            _lib.lib().hvd_handle_release(c_handle)
+    raise failure
+
+
+def pending_count():
+    """The number of handles not yet synchronized (for tests and diagnostics)."""
+    with _lock:
+        return len(_entries)
+
+
+def handle_result(c_handle, name):
+    """(address, nbytes, shape) of the runtime-owned result of a completed C handle."""
+    data = ctypes.c_void_p()
+    nbytes = ctypes.c_int64()
+    ndim = ctypes.c_int()
+    shape = ctypes.POINTER(ctypes.c_int64)()
+    _lib.check(_lib.lib().hvd_handle_result(c_handle, ctypes.byref(data), ctypes.byref(nbytes),
+                                            ctypes.byref(ndim), ctypes.byref(shape)),
+               "hvd_handle_result(%s)" % name)
+    dims = tuple(shape[i] for i in range(ndim.value))
+    return data.value or 0, nbytes.value, dims
+
+
+def received_splits(c_handle, name):
+    """The rows an alltoall received from each rank, as a list of ints."""
+    splits = ctypes.POINTER(ctypes.c_int64)()
+    n = ctypes.c_int()
+    _lib.check(_lib.lib().hvd_handle_received_splits(c_handle, ctypes.byref(splits),
+                                                     ctypes.byref(n)),
+               "hvd_handle_received_splits(%s)" % name)
+    return [splits[i] for i in range(n.value)]

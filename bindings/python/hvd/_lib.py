@@ -1,0 +1,223 @@
+"""Loads libhvd.so and declares the prototypes of the C API (bindings/c/hvd.h).
+
+Where the library is found, first match wins:
+  1. $HVD_LIBRARY, the path of a libhvd.so (an error if it does not exist);
+  2. the libhvd.so beside the dprun that launched this process (found through the
+     parent processes' executables), so `build-x/dprun -np 4 python3 ...` uses
+     build-x's library, which speaks the same protocol as that launcher;
+  3. <repo>/build/libhvd.so;
+  4. <repo>/build*/libhvd.so (build-py, build-asan, ...), the newest first;
+where <repo> is the checkout this package lives in (bindings/python/hvd/../../..).
+
+`check(status, call)` turns a non-zero status into the matching HvdError carrying
+hvd_last_error(); it must run on the thread that made the call, right after it,
+because the runtime's last-error detail is thread-local.
+"""
+import ctypes
+import glob
+import os
+import threading
+
+from hvd import errors
+
+# hvd_status_t, as in hvd.h.
+SUCCESS = 0
+INVALID_ARGUMENT = 1
+INVALID_USAGE = 2
+IN_PROGRESS = 9
+
+# hvd_reduce_op_t.
+SUM, AVERAGE, MIN, MAX, PRODUCT = 0, 1, 2, 3, 4
+
+# hvd_dtype_t.
+FLOAT32, FLOAT64, FLOAT16, BFLOAT16, INT8, UINT8, INT32, INT64 = range(8)
+DTYPE_NAMES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"]
+DTYPE_SIZES = [4, 8, 2, 2, 1, 1, 4, 8]
+
+GLOBAL_PROCESS_SET = 0
+MAX_NAME_LENGTH = 1024
+
+REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+
+class AllreduceArgs(ctypes.Structure):
+    """hvd_allreduce_args_t as of this binding. The C struct may grow at the end in
+    later versions, and hvd_allreduce_args_init writes the whole of it, so never
+    create one directly: new_allreduce_args() places it at the start of a larger
+    zeroed buffer and initialises it there."""
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("sendbuf", ctypes.c_void_p),
+        ("recvbuf", ctypes.c_void_p),
+        ("count", ctypes.c_int64),
+        ("dtype", ctypes.c_int),
+        ("op", ctypes.c_int),
+        ("prescale_factor", ctypes.c_double),
+        ("postscale_factor", ctypes.c_double),
+        ("process_set", ctypes.c_int32),
+        ("device", ctypes.c_int32),
+        ("stream", ctypes.c_void_p),
+    ]
+
+
+_ARGS_BUFFER_BYTES = 1024  # Room for fields added to hvd_allreduce_args_t later.
+
+
+def new_allreduce_args():
+    """An initialised AllreduceArgs with room behind it for fields this binding does
+    not know (they keep the defaults hvd_allreduce_args_init gives them)."""
+    buf = ctypes.create_string_buffer(_ARGS_BUFFER_BYTES)
+    args = AllreduceArgs.from_buffer(buf)  # Keeps buf alive.
+    lib().hvd_allreduce_args_init(ctypes.byref(args))
+    return args
+
+
+def _beside_launcher(max_depth=4):
+    """libhvd.so next to the dprun executable among this process's ancestors."""
+    pid = os.getppid()
+    for _ in range(max_depth):
+        if pid <= 1:
+            return None
+        try:
+            exe = os.readlink("/proc/%d/exe" % pid)
+            with open("/proc/%d/stat" % pid) as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+        if os.path.basename(exe) == "dprun":
+            candidate = os.path.join(os.path.dirname(exe), "libhvd.so")
+            return candidate if os.path.isfile(candidate) else None
+        pid = parent
+    return None
+
+
+def find_library():
+    """The path of libhvd.so, by the search order in the module docstring."""
+    env = os.environ.get("HVD_LIBRARY")
+    if env:
+        if not os.path.isfile(env):
+            raise errors.InvalidArgumentError(
+                "HVD_LIBRARY=%s: no such file (it must name libhvd.so itself)" % env)
+        return env
+    beside = _beside_launcher()
+    if beside:
+        return beside
+    default = os.path.join(REPO_ROOT, "build", "libhvd.so")
+    if os.path.isfile(default):
+        return default
+    found = sorted(glob.glob(os.path.join(REPO_ROOT, "build*", "libhvd.so")),
+                   key=os.path.getmtime, reverse=True)
+    if found:
+        return found[0]
+    raise errors.HvdError(
+        "libhvd.so not found: set HVD_LIBRARY to its path, or build it into %s/build "
+        "(cmake -S %s -B %s/build -G Ninja && ninja -C %s/build)"
+        % (REPO_ROOT, REPO_ROOT, REPO_ROOT, REPO_ROOT), status="HVD_NOT_INITIALIZED")
+
+
+_P = ctypes.POINTER
+_I, _I32, _I64, _D, _VP, _CP = (ctypes.c_int, ctypes.c_int32, ctypes.c_int64, ctypes.c_double,
+                                ctypes.c_void_p, ctypes.c_char_p)
+
+# name: (restype, argtypes). Handles travel as void*.
+_PROTOTYPES = {
+    "hvd_init": (_I, []),
+    "hvd_shutdown": (_I, []),
+    "hvd_is_initialized": (_I, [_P(_I)]),
+    "hvd_rank": (_I, [_P(_I)]),
+    "hvd_size": (_I, [_P(_I)]),
+    "hvd_local_rank": (_I, [_P(_I)]),
+    "hvd_local_size": (_I, [_P(_I)]),
+    "hvd_cross_rank": (_I, [_P(_I)]),
+    "hvd_cross_size": (_I, [_P(_I)]),
+    "hvd_check_health": (_I, []),
+    "hvd_allreduce_args_init": (None, [_P(AllreduceArgs)]),
+    "hvd_allreduce_ex": (_I, [_P(AllreduceArgs), _P(_VP)]),
+    "hvd_allgather_async": (_I, [_CP, _VP, _P(_I64), _I, _I, _I32, _P(_VP)]),
+    "hvd_broadcast_async": (_I, [_CP, _VP, _I64, _I, _I, _I32, _P(_VP)]),
+    "hvd_alltoall_async": (_I, [_CP, _VP, _P(_I64), _I, _I, _P(_I64), _I, _I32, _P(_VP)]),
+    "hvd_reducescatter_async": (_I, [_CP, _VP, _P(_I64), _I, _I, _I, _D, _D, _I32, _P(_VP)]),
+    "hvd_barrier": (_I, [_I32]),
+    "hvd_join": (_I, [_I32, _P(_I)]),
+    "hvd_grouped_allreduce_async": (_I, [_I, _P(_CP), _P(_VP), _P(_VP), _P(_I64), _P(_I), _I,
+                                         _D, _D, _I32, _P(_VP)]),
+    "hvd_grouped_allgather_async": (_I, [_I, _P(_CP), _P(_VP), _P(_P(_I64)), _P(_I), _P(_I),
+                                         _I32, _P(_VP)]),
+    "hvd_grouped_reducescatter_async": (_I, [_I, _P(_CP), _P(_VP), _P(_P(_I64)), _P(_I),
+                                             _P(_I), _I, _D, _D, _I32, _P(_VP)]),
+    "hvd_add_process_set": (_I, [_P(_I), _I, _P(_I32)]),
+    "hvd_remove_process_set": (_I, [_I32]),
+    "hvd_process_set_rank": (_I, [_I32, _P(_I)]),
+    "hvd_process_set_size": (_I, [_I32, _P(_I)]),
+    "hvd_process_set_ranks": (_I, [_I32, _P(_I), _I, _P(_I)]),
+    "hvd_poll": (_I, [_VP, _P(_I)]),
+    "hvd_wait": (_I, [_VP, _I64]),
+    "hvd_handle_release": (None, [_VP]),
+    "hvd_handle_result": (_I, [_VP, _P(_VP), _P(_I64), _P(_I), _P(_P(_I64))]),
+    "hvd_handle_received_splits": (_I, [_VP, _P(_P(_I64)), _P(_I)]),
+    "hvd_status_string": (_CP, [_I]),
+    "hvd_last_error": (_CP, []),
+}
+
+# Newer entry points, used when the library has them (see has()).
+_OPTIONAL_PROTOTYPES = {
+    "hvd_barrier_async": (_I, [_I32, _P(_VP)]),
+    "hvd_join_async": (_I, [_I32, _P(_VP)]),
+    "hvd_handle_join_rank": (_I, [_VP, _P(_I)]),
+    "hvd_cuda_built": (_I, [_P(_I)]),
+}
+
+_lib = None
+_lib_lock = threading.Lock()
+
+
+def lib():
+    """The loaded library (loaded on first use), with every prototype declared."""
+    global _lib
+    if _lib is None:
+        with _lib_lock:
+            if _lib is None:
+                path = find_library()
+                # CDLL releases the GIL around every call, so blocking calls (hvd_wait,
+                # hvd_barrier) let other Python threads run.
+                loaded = ctypes.CDLL(path)
+                loaded.optional = set()
+                for name, (restype, argtypes) in list(_PROTOTYPES.items()) + list(
+                        _OPTIONAL_PROTOTYPES.items()):
+                    try:
+                        fn = getattr(loaded, name)
+                    except AttributeError:
+                        if name in _OPTIONAL_PROTOTYPES:
+                            continue
+                        raise errors.HvdError("%s lacks %s: it is older than this binding"
+                                              % (path, name), status="HVD_INTERNAL") from None
+                    fn.restype = restype
+                    fn.argtypes = argtypes
+                    if name in _OPTIONAL_PROTOTYPES:
+                        loaded.optional.add(name)
+                loaded.path = path
+                _lib = loaded
+    return _lib
+
+
+def has(name):
+    """Whether the loaded library provides the optional entry point `name`."""
+    return name in lib().optional
+
+
+def status_name(code):
+    return lib().hvd_status_string(code).decode("utf-8", "replace")
+
+
+def make_error(code, call):
+    """The HvdError for status `code` returned by `call`, with the thread's detail."""
+    detail = lib().hvd_last_error().decode("utf-8", "replace")
+    name = status_name(code)
+    message = "%s failed with %s: %s" % (call, name, detail or "(no detail)")
+    return errors.error_class(name)(message, status=name, code=code, detail=detail)
+
+
+def check(code, call):
+    """Raises the HvdError for a non-zero status; `call` names the C call and tensor."""
+    if code != SUCCESS:
+        raise make_error(code, call)

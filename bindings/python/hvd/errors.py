@@ -1,0 +1,77 @@
+"""The exceptions the hvd package raises.
+
+Every failing C call raises an HvdError whose message is the runtime's own detail
+(hvd_last_error(): which tensor, which ranks, what differed) and whose `status`
+attribute is the C status name ("HVD_MISMATCH", ...). Each status has its own
+subclass, so callers can catch exactly what they expect; argument errors that the
+Python layer detects before calling C (an unsupported dtype, a CUDA tensor) raise
+the class the C layer would raise for them, InvalidArgumentError, which is also a
+ValueError.
+"""
+
+
+class HvdError(RuntimeError):
+    """A failed collective or runtime call.
+
+    Attributes:
+      status: the C status name, e.g. "HVD_MISMATCH".
+      code: the C status code (an int), or None for errors raised in Python.
+      detail: the runtime's message without the prefix naming the call.
+    """
+
+    status = "HVD_INTERNAL"
+
+    def __init__(self, message, status=None, code=None, detail=None):
+        super().__init__(message)
+        if status is not None:
+            self.status = status
+        self.code = code
+        self.detail = message if detail is None else detail
+
+
+# Horovod's name for the same thing, so `except hvd.HorovodInternalError` works.
+HorovodInternalError = HvdError
+
+
+class InvalidArgumentError(HvdError, ValueError):
+    status = "HVD_INVALID_ARGUMENT"
+
+
+class InvalidUsageError(HvdError):
+    status = "HVD_INVALID_USAGE"
+
+
+class NotInitializedError(HvdError):
+    status = "HVD_NOT_INITIALIZED"
+
+
+class MismatchError(HvdError):
+    status = "HVD_MISMATCH"
+
+
+class HvdTimeoutError(HvdError):
+    status = "HVD_TIMEOUT"
+
+
+class RemoteError(HvdError):
+    status = "HVD_REMOTE_ERROR"
+
+
+class ShutDownError(HvdError):
+    status = "HVD_SHUT_DOWN"
+
+
+class InternalError(HvdError):
+    status = "HVD_INTERNAL"
+
+
+_BY_STATUS = {
+    cls.status: cls
+    for cls in (InvalidArgumentError, InvalidUsageError, NotInitializedError, MismatchError,
+                HvdTimeoutError, RemoteError, ShutDownError, InternalError)
+}
+
+
+def error_class(status_name):
+    """The HvdError subclass for a C status name (HvdError for an unknown one)."""
+    return _BY_STATUS.get(status_name, HvdError)

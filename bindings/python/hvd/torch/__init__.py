@@ -1,0 +1,31 @@
+"""hvd.torch: horovod.torch 0.28's API over the dprun runtime, for CPU tensors.
+
+    import hvd.torch as hvd
+    hvd.init()
+    optimizer = hvd.DistributedOptimizer(optimizer, model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+
+Also: ShardedOptimizer (ZeRO stage 1 and 2). See mpi_ops for the collectives,
+optimizer for DistributedOptimizer, sharded for ShardedOptimizer.
+"""
+from hvd.basics import (ProcessSet, add_process_set, check_health, cross_rank, cross_size,  # noqa: F401
+                        global_process_set, gloo_built, gloo_enabled, init, is_homogeneous,
+                        is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
+                        nccl_built, rank, remove_process_set, shutdown, size)
+from hvd.errors import (HorovodInternalError, HvdError, HvdTimeoutError, InternalError,  # noqa: F401
+                        InvalidArgumentError, InvalidUsageError, MismatchError,
+                        NotInitializedError, RemoteError, ShutDownError)
+from hvd.torch.compression import Compression  # noqa: F401
+from hvd.torch.functions import (allgather_object, broadcast_object,  # noqa: F401
+                                 broadcast_optimizer_state, broadcast_parameters)
+from hvd.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather,  # noqa: F401
+                               allgather_async, allreduce, allreduce_, allreduce_async,
+                               allreduce_async_, alltoall, alltoall_async, barrier, broadcast,
+                               broadcast_, broadcast_async, broadcast_async_, grouped_allgather,
+                               grouped_allgather_async, grouped_allreduce, grouped_allreduce_,
+                               grouped_allreduce_async, grouped_allreduce_async_,
+                               grouped_reducescatter, grouped_reducescatter_async, join, poll,
+                               reducescatter, reducescatter_async, synchronize)
+from hvd.torch.optimizer import DistributedOptimizer  # noqa: F401
+from hvd.torch.sharded import ShardedOptimizer  # noqa: F401

@@ -1,0 +1,370 @@
+"""The horovod.torch 0.28 collectives for torch CPU tensors.
+
+Supported dtypes: float32, float64, float16, bfloat16, int8, uint8, int32, int64;
+torch.bool and every other dtype raise InvalidArgumentError, as do CUDA tensors
+(GPU tensors need the NCCL build of libhvd) and sparse tensors. Non-contiguous
+tensors are copied to a contiguous buffer; the in-place calls (trailing
+underscore) copy the result back, so the tensor given is really modified.
+
+The blocking allreduce, grouped_allreduce, allgather, broadcast, alltoall and
+reducescatter are differentiable as in Horovod: allreduce's gradient is the
+allreduce of the gradient with the same op; allgather's is the averaged gradient's
+slice for this rank; broadcast's is the averaged gradient on the root and zero
+elsewhere; alltoall's sends the gradient back; reducescatter's is the allgather of
+the gradient times the scale factors (and 1/size for Average). The async and
+in-place calls are not differentiable.
+"""
+import ctypes
+
+import torch
+
+from hvd import _frontend
+from hvd import _handles
+from hvd import _lib
+from hvd import basics
+from hvd.basics import global_process_set
+from hvd.errors import InternalError, InvalidArgumentError
+from hvd.torch.compression import Compression
+
+Sum, Average, Min, Max, Product, Adasum = (_frontend.Sum, _frontend.Average, _frontend.Min,
+                                           _frontend.Max, _frontend.Product, _frontend.Adasum)
+
+_DTYPES = {
+    torch.float32: _lib.FLOAT32,
+    torch.float64: _lib.FLOAT64,
+    torch.float16: _lib.FLOAT16,
+    torch.bfloat16: _lib.BFLOAT16,
+    torch.int8: _lib.INT8,
+    torch.uint8: _lib.UINT8,
+    torch.int32: _lib.INT32,
+    torch.int64: _lib.INT64,
+}
+_SUPPORTED = "float32, float64, float16, bfloat16, int8, uint8, int32, int64"
+
+
+def check_tensor(t, what):
+    """The hvd dtype of `t`; InvalidArgumentError if the runtime cannot take it."""
+    if not torch.is_tensor(t):
+        raise InvalidArgumentError("%s: hvd.torch takes torch.Tensor, got %s"
+                                   % (what, type(t).__name__))
+    if t.device.type == "cuda":
+        raise InvalidArgumentError(
+            "%s: a CUDA tensor (%s) was given, but GPU support needs the NCCL build of "
+            "libhvd, which this package does not use yet; move the tensor to the CPU" % (what, t.device))
+    if t.device.type != "cpu":
+        raise InvalidArgumentError("%s: tensors on device %s are not supported; only CPU tensors"
+                                   % (what, t.device))
+    if t.layout != torch.strided:
+        raise InvalidArgumentError("%s: %s tensors are not supported (use a dense tensor, or "
+                                   "DistributedOptimizer(sparse_as_dense=True))" % (what, t.layout))
+    code = _DTYPES.get(t.dtype)
+    if code is None:
+        raise InvalidArgumentError("%s: dtype %s is not supported; supported: %s"
+                                   % (what, t.dtype, _SUPPORTED))
+    return code
+
+
+class _TorchAdapter:
+    dtype_code = staticmethod(check_tensor)
+
+    def contiguous(self, t):
+        return t if t.is_contiguous() else t.detach().contiguous()
+
+    def clone(self, t):
+        return t.detach().clone(memory_format=torch.contiguous_format)
+
+    def empty_like(self, t):
+        return torch.empty(t.shape, dtype=t.dtype)
+
+    def address(self, t):
+        return t.data_ptr()
+
+    def numel(self, t):
+        return t.numel()
+
+    def shape(self, t):
+        return tuple(t.shape)
+
+    def copy_(self, dst, src):
+        with torch.no_grad():
+            dst.copy_(src)
+
+    def from_memory(self, address, nbytes, shape, like):
+        out = torch.empty(shape, dtype=like.dtype)
+        if out.numel() * out.element_size() != nbytes:
+            raise InternalError("result of %d bytes does not fill shape %s of %s"
+                                % (nbytes, shape, like.dtype))
+        if nbytes:
+            ctypes.memmove(out.data_ptr(), address, nbytes)
+        return out
+
+    def int_list(self, splits):
+        if torch.is_tensor(splits):
+            return [int(s) for s in splits.reshape(-1).tolist()]
+        return [int(s) for s in splits]
+
+    def int32_vector(self, values):
+        return torch.tensor(values, dtype=torch.int32)
+
+
+_ops = _frontend.Frontend(_TorchAdapter())
+
+poll = _handles.poll
+synchronize = _handles.synchronize
+
+
+# ---- allreduce ---------------------------------------------------------------------
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=global_process_set):
+    """Starts an allreduce into a new tensor; synchronize(handle) returns it."""
+    return _ops.allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor,
+                                process_set)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=global_process_set):
+    """Starts an in-place allreduce; synchronize(handle) returns `tensor`."""
+    return _ops.allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor,
+                                process_set, inplace=True)
+
+
+class HorovodAllreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor, process_set):
+        ctx.args = (average, op, prescale_factor, postscale_factor, process_set)
+        return synchronize(allreduce_async(tensor, average, name, op, prescale_factor,
+                                           postscale_factor, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        average, op, pre, post, ps = ctx.args
+        grad = allreduce(grad_output, average=average, op=op, prescale_factor=pre,
+                         postscale_factor=post, process_set=ps)
+        return grad, None, None, None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """Returns the reduction of `tensor` over the set's ranks (op=None: Average)."""
+    compressed, ctx = compression.compress(tensor)
+    out = HorovodAllreduce.apply(compressed, average, name, op, prescale_factor,
+                                 postscale_factor, process_set)
+    return compression.decompress(out, ctx)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set):
+    """Reduces `tensor` in place and returns it."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                        postscale_factor, process_set))
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=global_process_set):
+    return _ops.grouped_allreduce_async(tensors, average, name, op, prescale_factor,
+                                        postscale_factor, process_set)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=global_process_set):
+    return _ops.grouped_allreduce_async(tensors, average, name, op, prescale_factor,
+                                        postscale_factor, process_set, inplace=True)
+
+
+class HorovodGroupedAllreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, average, name, op, prescale_factor, postscale_factor, process_set, *tensors):
+        ctx.args = (average, op, prescale_factor, postscale_factor, process_set)
+        return tuple(synchronize(grouped_allreduce_async(list(tensors), average, name, op,
+                                                         prescale_factor, postscale_factor,
+                                                         process_set)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        average, op, pre, post, ps = ctx.args
+        grads = grouped_allreduce(list(grad_outputs), average=average, op=op,
+                                  prescale_factor=pre, postscale_factor=post, process_set=ps)
+        return (None,) * 6 + tuple(grads)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """Reduces a list of tensors as one fused group; returns the list of results."""
+    pairs = [compression.compress(t) for t in tensors]
+    outs = HorovodGroupedAllreduce.apply(average, name, op, prescale_factor, postscale_factor,
+                                         process_set, *[p[0] for p in pairs])
+    return [compression.decompress(o, p[1]) for o, p in zip(outs, pairs)]
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=global_process_set):
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                                postscale_factor, process_set))
+
+
+# ---- allgather ---------------------------------------------------------------------
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    return _ops.allgather_async(tensor, name, process_set)
+
+
+class HorovodAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, process_set):
+        ctx.dim = tensor.shape[0] if tensor.dim() else 0
+        ctx.process_set = process_set
+        return synchronize(allgather_async(tensor, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        ps = ctx.process_set
+        grad_reduced = allreduce(grad_output, op=Average, process_set=ps)
+        dims = allgather(torch.tensor([ctx.dim], dtype=torch.int64), process_set=ps)
+        offset = int(dims[:ps.rank()].sum())
+        return grad_reduced.narrow(0, offset, ctx.dim), None, None
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Concatenates every set rank's tensor along the first dimension."""
+    return HorovodAllgather.apply(tensor, name, process_set)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    return _ops.grouped_allgather_async(tensors, name, process_set)
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """allgather of each tensor as one group (not differentiable)."""
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+# ---- broadcast ---------------------------------------------------------------------
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    return _ops.broadcast_async(tensor, root_rank, name, process_set)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    return _ops.broadcast_async(tensor, root_rank, name, process_set, inplace=True)
+
+
+class HorovodBroadcast(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root_rank = root_rank
+        ctx.process_set = process_set
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad_reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        if basics.rank() != ctx.root_rank:
+            grad_reduced = grad_reduced * 0
+        return grad_reduced, None, None, None
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """Returns root_rank's tensor (root_rank is a global rank)."""
+    return HorovodBroadcast.apply(tensor, root_rank, name, process_set)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Overwrites `tensor` with root_rank's in place and returns it."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+# ---- alltoall ----------------------------------------------------------------------
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    """synchronize(handle) returns (output, received_splits)."""
+    return _ops.alltoall_async(tensor, splits, name, process_set)
+
+
+class HorovodAlltoall(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+        ctx.received = received
+        ctx.process_set = process_set
+        ctx.mark_non_differentiable(received)
+        return output, received
+
+    @staticmethod
+    def backward(ctx, grad_output, *unused):
+        grad, _ = alltoall(grad_output, splits=ctx.received, process_set=ctx.process_set)
+        return grad, None, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends splits[r] rows of the first dimension to rank r (equal shares when
+    splits is None). Returns the output, or (output, received_splits) when `splits`
+    is given, as horovod.torch 0.28 does."""
+    output, received = HorovodAlltoall.apply(tensor, splits, name, process_set)
+    return output if splits is None else (output, received)
+
+
+# ---- reducescatter -----------------------------------------------------------------
+
+def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0,
+                        postscale_factor=1.0, process_set=global_process_set):
+    return _ops.reducescatter_async(tensor, name, op, prescale_factor, postscale_factor,
+                                    process_set)
+
+
+class HorovodReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
+        ctx.scale = prescale_factor * postscale_factor
+        ctx.op = op
+        ctx.process_set = process_set
+        return synchronize(reducescatter_async(tensor, name, op, prescale_factor,
+                                               postscale_factor, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allgather(grad_output.contiguous(), process_set=ctx.process_set)
+        scale = ctx.scale / (ctx.process_set.size() if ctx.op == Average else 1)
+        return grad * scale, None, None, None, None, None
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
+                  prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """Reduces (Sum or Average) over the set and returns this rank's block of the first
+    dimension (the first dim0 % size ranks get one extra row)."""
+    compressed, ctx = compression.compress(tensor)
+    out = HorovodReducescatter.apply(compressed, name, op, prescale_factor, postscale_factor,
+                                     process_set)
+    return compression.decompress(out, ctx)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=1.0,
+                                postscale_factor=1.0, process_set=global_process_set):
+    return _ops.grouped_reducescatter_async(tensors, name, op, prescale_factor,
+                                            postscale_factor, process_set)
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          prescale_factor=1.0, postscale_factor=1.0,
+                          process_set=global_process_set):
+    """reducescatter of each tensor as one group (not differentiable)."""
+    pairs = [compression.compress(t) for t in tensors]
+    outs = synchronize(grouped_reducescatter_async([p[0] for p in pairs], name, op,
+                                                   prescale_factor, postscale_factor,
+                                                   process_set))
+    return [compression.decompress(o, p[1]) for o, p in zip(outs, pairs)]
+
+
+# ---- barrier and join --------------------------------------------------------------
+
+def barrier(process_set=global_process_set):
+    """Returns once every rank of the set has entered the barrier."""
+    _frontend.barrier(process_set)
+
+
+def join(device=-1, process_set=global_process_set):
+    """For uneven data: call when this rank has no more batches. Until every rank of
+    the set has joined, this rank contributes zeros to the others' allreduces (and
+    Average divides by the ranks that contributed). Returns the global rank of the
+    last rank to join. `device` is accepted for Horovod compatibility and ignored."""
+    return _frontend.join(process_set)

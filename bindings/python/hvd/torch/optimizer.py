@@ -1,0 +1,348 @@
+"""DistributedOptimizer (horovod.torch.DistributedOptimizer, 0.28 semantics).
+
+The wrapper registers a hook on every parameter's gradient accumulator (the
+AccumulateGrad node, reached as p.expand_as(p).grad_fn.next_functions[0][0]). The
+hook runs as soon as autograd has accumulated that parameter's gradient and starts
+an async in-place allreduce of it, so communication for the last layers overlaps
+the backward pass of the earlier ones. step() first calls synchronize(), which
+waits for every handle (starting the allreduce of any parameter whose hook did not
+run, e.g. one unused in this forward pass: other ranks may have used it), and
+writes the averaged gradients into p.grad.
+
+With backward_passes_per_step=k, a gradient is allreduced only on every k-th
+backward pass, and gradients accumulate locally in between (scale the loss by 1/k
+yourself, as with Horovod).
+
+gradient_predivide_factor f splits the averaging: gradients are multiplied by 1/f
+before the sum and by f/size after it.
+"""
+import warnings
+from contextlib import contextmanager
+
+import torch
+
+from hvd import basics
+from hvd.basics import global_process_set
+from hvd.torch.compression import Compression
+from hvd.torch.functions import broadcast_object
+from hvd.torch.mpi_ops import (Adasum, Average, allgather_async, allreduce_async_,
+                               grouped_allreduce_async_, synchronize)
+
+
+def _split_list(items, n):
+    """Splits `items` into n nearly equal consecutive parts."""
+    d, r = divmod(len(items), n)
+    return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    # Marks instances for broadcast_optimizer_state (which must step the wrapped class).
+    _hvd_distributed = True
+
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
+                 op=Average, gradient_predivide_factor=1.0, groups=None, sparse_as_dense=False,
+                 process_set=global_process_set):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+
+        if named_parameters is not None:
+            named_parameters = list(named_parameters)
+        else:
+            named_parameters = [("allreduce.noname.%d.%d" % (i, j), v)
+                                for i, param_group in enumerate(self.param_groups)
+                                for j, v in enumerate(param_group["params"])]
+        if any(not isinstance(p, tuple) for p in named_parameters):
+            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
+                             "usually produced by model.named_parameters().")
+
+        dups = _DistributedOptimizer.find_duplicates([k for k, _ in named_parameters])
+        if len(dups) > 0:
+            raise ValueError("Parameter names in named_parameters must be unique. "
+                             "Found duplicates: %s" % ", ".join(sorted(dups)))
+
+        all_param_ids = {id(v) for param_group in self.param_groups
+                         for v in param_group["params"]}
+        named_param_ids = {id(v) for k, v in named_parameters}
+        unnamed_param_ids = all_param_ids - named_param_ids
+        if len(unnamed_param_ids):
+            raise ValueError("named_parameters was specified, but one or more model "
+                             "parameters were not named. Python object ids: "
+                             "%s" % ", ".join(str(i) for i in unnamed_param_ids))
+
+        self._parameter_names = {v: k for k, v in sorted(named_parameters, key=lambda kv: kv[0])}
+        self.backward_passes_per_step = backward_passes_per_step
+        self._allreduce_delay = {v: self.backward_passes_per_step
+                                 for _, v in sorted(named_parameters, key=lambda kv: kv[0])}
+        self.op = op
+        self.gradient_predivide_factor = gradient_predivide_factor
+        self.sparse_as_dense = sparse_as_dense
+        self.process_set = process_set
+
+        self._handles = {}
+        self._grad_accs = []
+        self._requires_update = set()
+        self._synchronized = False
+        self._should_synchronize = True
+
+        if groups is not None:
+            if not (isinstance(groups, list) or groups > 0):
+                raise ValueError("groups should be a non-negative integer or "
+                                 "a list of list of torch.Tensor.")
+            if isinstance(groups, list):
+                grouped_parameter_ids = set()
+                for group in groups:
+                    for p in group:
+                        if not isinstance(p, torch.Tensor):
+                            raise ValueError("groups must consist of torch.Tensor.")
+                        if id(p) in grouped_parameter_ids:
+                            raise ValueError("A parameter can only appear once in groups.")
+                        grouped_parameter_ids.add(id(p))
+        self._groups = groups
+        self._p_to_group = {}
+        self._group_counts = {}
+
+        if self.process_set.included():
+            self._register_hooks()
+
+    def load_state_dict(self, *args, **kwargs):
+        self._handles = {}
+        self._synchronized = False
+        self._should_synchronize = True
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        super(self.__class__, self).load_state_dict(*args, **kwargs)
+
+    @staticmethod
+    def find_duplicates(lst):
+        seen, dups = set(), set()
+        for el in lst:
+            if el in seen:
+                dups.add(el)
+            seen.add(el)
+        return dups
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+
+    def _register_hooks(self):
+        if self._groups is not None:
+            p_list = [p for param_group in self.param_groups for p in param_group["params"]
+                      if p.requires_grad]
+            # Every rank forms the same groups in the same order: rank 0's order wins.
+            names = [self._parameter_names.get(p) for p in p_list]
+            names = broadcast_object(names, root_rank=basics.global_rank(self.process_set, 0),
+                                     name="DistributedOptimizer.groups",
+                                     process_set=self.process_set)
+            p_list = sorted(p_list, key=lambda p: names.index(self._parameter_names.get(p)))
+            if isinstance(self._groups, list):
+                p_groups, grouped_ids = [], set()
+                p_list_ids = {id(p) for p in p_list}
+                for group in self._groups:
+                    p_groups.append([p for p in group if id(p) in p_list_ids])
+                    grouped_ids.update(id(p) for p in p_groups[-1])
+                p_groups.extend([p] for p in p_list if id(p) not in grouped_ids)
+            else:
+                p_groups = _split_list(p_list, self._groups)
+            for group in (tuple(g) for g in p_groups if g):
+                for p in group:
+                    self._p_to_group[p] = group
+                self._group_counts[group] = 0
+
+        for param_group in self.param_groups:
+            for p in param_group["params"]:
+                if p.requires_grad:
+                    self._requires_update.add(p)
+                    p_tmp = p.expand_as(p)
+                    grad_acc = p_tmp.grad_fn.next_functions[0][0]
+                    grad_acc.register_hook(self._make_hook(p))
+                    self._grad_accs.append(grad_acc)
+
+    def _scale_factors(self):
+        if self.op == Average:
+            return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+        return 1.0, 1.0
+
+    def _allreduce_grad_async(self, p):
+        if p.grad is None:
+            # Not computed here, but another rank may have: still take part.
+            p.grad = p.data.new(p.size()).zero_()
+        name = self._parameter_names.get(p)
+        tensor = p.grad
+        if tensor.is_sparse:
+            if self.sparse_as_dense:
+                tensor = tensor.to_dense()
+            else:
+                return self._sparse_allreduce_grad_async(p, name)
+        compressed, ctx = self._compression.compress(tensor)
+        pre, post = self._scale_factors()
+        handle = allreduce_async_(compressed, name=name, op=self.op, prescale_factor=pre,
+                                  postscale_factor=post, process_set=self.process_set)
+        return handle, ctx
+
+    def _sparse_allreduce_grad_async(self, p, name):
+        # As Horovod: allgather the values and the (transposed) indices and rebuild.
+        t = p.grad.coalesce()
+        indices_handle = allgather_async(t._indices().transpose(0, 1).contiguous(),
+                                         name="%s.indices" % name, process_set=self.process_set)
+        values_handle = allgather_async(t._values(), name="%s.values" % name,
+                                        process_set=self.process_set)
+        op, ps = self.op, self.process_set
+
+        def handle():
+            values = synchronize(values_handle)
+            indices = synchronize(indices_handle)
+            if op == Average:
+                values = values / ps.size()
+            return torch.sparse_coo_tensor(indices.transpose(0, 1), values, t.size())
+        return handle, None
+
+    def _grouped_allreduce_grad_async(self, ps):
+        name = self._parameter_names.get(ps[0])
+        compressed, ctxs = zip(*[self._compression.compress(p.grad) for p in ps])
+        pre, post = self._scale_factors()
+        handle = grouped_allreduce_async_(list(compressed), name=name, op=self.op,
+                                          prescale_factor=pre, postscale_factor=post,
+                                          process_set=self.process_set)
+        return handle, ctxs
+
+    def _make_hook(self, p):
+        def hook(*ignore):
+            if p in self._handles and self._handles[p][0] is not None:
+                if self._allreduce_delay[p] <= 0:
+                    raise AssertionError(
+                        "Gradients were computed more than backward_passes_per_step times "
+                        "before call to step(). Increase backward_passes_per_step to "
+                        "accumulate gradients locally.")
+            assert not p.grad.requires_grad
+            assert self._allreduce_delay[p] > 0
+            handle, ctx = None, None
+            self._allreduce_delay[p] -= 1
+            if self._allreduce_delay[p] == 0:
+                if self._groups is not None:
+                    group = self._p_to_group[p]
+                    self._group_counts[group] += 1
+                    if self._group_counts[group] == len(group):
+                        handle, ctxs = self._grouped_allreduce_grad_async(group)
+                        self._handles[group] = (handle, ctxs)
+                        for gp in group:
+                            self._handles.pop(gp, None)
+                        self._group_counts[group] = 0
+                        return
+                else:
+                    handle, ctx = self._allreduce_grad_async(p)
+            self._handles[p] = (handle, ctx)
+        return hook
+
+    def synchronize(self):
+        """Waits for every gradient's allreduce and writes the results into p.grad."""
+        if not self.process_set.included():
+            self._synchronized = True
+            return
+
+        completed = set()
+        for x in self._handles.keys():
+            completed.update(x) if isinstance(x, tuple) else completed.add(x)
+        for p in self._requires_update - completed:
+            if self._groups is not None and p in self._p_to_group:
+                continue  # Its group is started below, as a whole.
+            self._handles[p] = self._allreduce_grad_async(p)
+        if self._groups is not None:
+            for group in self._group_counts:
+                if group not in self._handles and not completed.issuperset(group):
+                    for gp in group:
+                        if gp.grad is None:
+                            gp.grad = gp.data.new(gp.size()).zero_()
+                        self._handles.pop(gp, None)
+                    self._handles[group] = self._grouped_allreduce_grad_async(group)
+
+        for p, (handle, ctx) in list(self._handles.items()):
+            if handle is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+        for p, (handle, ctx) in self._handles.items():
+            if isinstance(p, tuple):
+                outputs = synchronize(handle)
+                for gp, output, gctx in zip(p, outputs, ctx):
+                    self._allreduce_delay[gp] = self.backward_passes_per_step
+                    gp.grad.set_(self._compression.decompress(output, gctx))
+                if self._groups is not None:
+                    self._group_counts[p] = 0
+            else:
+                output = synchronize(handle) if not callable(handle) else handle()
+                self._allreduce_delay[p] = self.backward_passes_per_step
+                if self._groups is not None and p in self._p_to_group:
+                    self._group_counts[self._p_to_group[p]] = 0
+                if p.grad.is_sparse:
+                    aggregated = self._compression.decompress(output, ctx)
+                    if not aggregated.is_sparse:
+                        aggregated = aggregated.to_sparse()
+                    p.grad.zero_().add_(aggregated)
+                else:
+                    p.grad.set_(self._compression.decompress(output, ctx))
+        self._handles.clear()
+        self._synchronized = True
+
+    @contextmanager
+    def skip_synchronize(self):
+        """Makes step() skip synchronize(), for use after an explicit synchronize():
+
+            optimizer.synchronize()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            with optimizer.skip_synchronize():
+                optimizer.step()
+        """
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
+                              "context after optimizer.synchronize(). This can cause training "
+                              "slowdown. You may want to consider using "
+                              "optimizer.skip_synchronize() context if you use "
+                              "optimizer.synchronize() in your code.")
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, set_to_none=False):
+        if self._handles:
+            raise AssertionError("optimizer.zero_grad() was called after loss.backward() "
+                                 "but before optimizer.step() or optimizer.synchronize(). "
+                                 "This is prohibited as it can cause a race condition.")
+        return super(self.__class__, self).zero_grad(set_to_none=set_to_none)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False,
+                         process_set=global_process_set):
+    """Wraps `optimizer` (any torch.optim.Optimizer) so that gradients are averaged
+    over the ranks of `process_set` before each step.
+
+    The returned object is an instance of a subclass of optimizer's class that shares
+    its param_groups and state. See the module docstring for the hooks, and
+    horovod.torch.DistributedOptimizer for the arguments: named_parameters names the
+    allreduces (the same names on every rank; default: by position);
+    compression=Compression.fp16 sends float gradients as float16;
+    groups (a number of groups, or lists of parameters) fuses allreduces explicitly;
+    num_groups is the deprecated spelling of groups.
+    """
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if op == Adasum:
+        raise ValueError("op=Adasum is not supported by dprun")
+    if num_groups != 0:
+        warnings.warn("Parameter `num_groups` has been replaced by `groups` "
+                      "and will be removed in v0.23.0.", DeprecationWarning)
+        if groups is None:
+            groups = num_groups
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
+               op, gradient_predivide_factor, groups, sparse_as_dense, process_set)
