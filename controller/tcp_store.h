@@ -1,7 +1,8 @@
 // TcpStore: the hvd::Store that the ranks of one job share over TCP.
 //
 // dprun runs one TcpStoreServer per job and hands every rank its address and secret
-// (HVD_STORE_ADDR, HVD_STORE_SECRET); each rank calls ConnectTcpStore. The wire protocol
+// (HVD_STORE_ADDR, HVD_STORE_SECRET); each rank calls ConnectTcpStore. In a job that
+// another launcher started, rank 0 serves it instead (controller/launch_env.h). The wire protocol
 // is controller/store.proto: length-prefixed protobuf messages, AUTH first.
 //
 // Server: one thread polls the listening socket and every client socket (all

@@ -107,13 +107,14 @@ Status Init() {
   HVD_RETURN_IF_ERROR(hvd::DetectLaunchEnv(nullptr, &launch));
   hvd::RuntimeOptions options;
   HVD_RETURN_IF_ERROR(hvd::RuntimeOptions::FromEnv(&options, launch.Overlay()));
+  HVD_RETURN_IF_ERROR(hvd::ChooseGlooAddress(launch, &options));
   Instance& in = Default();
   std::shared_ptr<hvd::Store> store;
   HVD_RETURN_IF_ERROR(hvd::OpenJobStore(launch, options, &in.store_server, &store));
   const std::string scope =
       (options.job_id.empty() ? "" : options.job_id + "/") + "init" + std::to_string(in.generation) + "/";
   HVD_RETURN_IF_ERROR(
-      hvd::CompleteLaunchTopology(launch, *hvd::NewPrefixStore(store, scope), &options));
+      hvd::ExchangeCrossRanks(launch, *hvd::NewPrefixStore(store, scope), &options));
   // --network-interface / HVD_GLOO_IFACE names NCCL's interface too, unless NCCL's own
   // variable says otherwise.
   if (!options.gloo_iface.empty()) ::setenv("NCCL_SOCKET_IFNAME", options.gloo_iface.c_str(), 0);

@@ -4,21 +4,26 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <system_error>
 #include <vector>
 
+#include "controller/launch_env.h"
 #include "controller/launcher/local_spawner.h"
 #include "controller/launcher/prefixed_line_writer.h"
 #include "controller/launcher/rank_placement.h"
+#include "controller/launcher/remote_spawner.h"
+#include "controller/launcher/signal_scope.h"
 #include "controller/tcp_store.h"
+
+extern char** environ;
 
 namespace hvd {
 namespace launcher {
@@ -91,66 +96,6 @@ const char* SignalName(int sig) {
   }
 }
 
-// Blocks SIGINT, SIGTERM and SIGCHLD for the process's lifetime in Run() and delivers
-// them through a signalfd; restores the mask and dispositions on destruction. Ignored
-// dispositions are reset first: an ignored signal is discarded even while blocked, and
-// an ignored SIGCHLD would make the kernel reap the ranks behind dprun's back.
-class SignalScope {
- public:
-  ~SignalScope() {
-    if (!installed_) return;
-    Drain();
-    ::close(fd_);
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-    ::sigaction(SIGCHLD, &old_chld_, nullptr);
-    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
-    ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
-  }
-
-  Status Init() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGCHLD);
-    if (::pthread_sigmask(SIG_BLOCK, &set, &old_mask_) != 0)
-      return Status::Internal("cannot block signals");
-    struct sigaction dfl {
-    }, ign{};
-    dfl.sa_handler = SIG_DFL;
-    ign.sa_handler = SIG_IGN;
-    ::sigaction(SIGINT, &dfl, &old_int_);
-    ::sigaction(SIGTERM, &dfl, &old_term_);
-    ::sigaction(SIGCHLD, &dfl, &old_chld_);
-    // Writes to a closed stdout must fail with EPIPE, not kill the launcher.
-    ::sigaction(SIGPIPE, &ign, &old_pipe_);
-    installed_ = true;
-    fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (fd_ < 0) return Status::Internal("signalfd failed: " + ErrnoText(errno));
-    return Status::OK();
-  }
-
-  int fd() const { return fd_; }
-  // The mask dprun started with; ranks get it back.
-  const sigset_t& original_mask() const { return old_mask_; }
-
-  // The signals that arrived since the last call.
-  std::vector<int> Drain() {
-    std::vector<int> sigs;
-    signalfd_siginfo info;
-    for (int i = 0; i < 64 && ::read(fd_, &info, sizeof(info)) == sizeof(info); ++i)
-      sigs.push_back(static_cast<int>(info.ssi_signo));
-    return sigs;
-  }
-
- private:
-  bool installed_ = false;
-  int fd_ = -1;
-  sigset_t old_mask_;
-  struct sigaction old_int_, old_term_, old_chld_, old_pipe_;
-};
-
 }  // namespace
 
 std::string StartedKey(int rank) { return "hvd/started/" + std::to_string(rank); }
@@ -168,6 +113,7 @@ class Launcher::Job {
     for (Rank& r : ranks_) {
       CloseStream(r.out);
       CloseStream(r.err);
+      CloseStdin(r);
     }
     server_->Stop();
     return exit_code_;
@@ -177,12 +123,20 @@ class Launcher::Job {
   struct Stream {
     int fd = -1;
     std::unique_ptr<PrefixedLineWriter> writer;
+    // A remote rank's stdout starts with the remote script's start marker line, which
+    // is held in `head` until complete and then stripped (remote_spawner.h).
+    bool await_marker = false;
+    std::string head;
+    pid_t remote_pid = -1;  // From the marker: the remote script's pid.
   };
   struct Rank {
     int rank = 0;
-    pid_t pid = -1;  // Also its process group; -1 if never spawned.
+    pid_t pid = -1;  // Also its process group; -1 if never spawned. Remote: ssh's.
     bool running = false;
     Stream out, err;
+    std::string host;     // Empty in a job without -H.
+    bool remote = false;  // Runs over ssh.
+    int stdin_fd = -1;    // Remote: the write end of ssh's stdin; closing it ends the rank.
   };
   // kRunning until the job must end; then SIGTERM (kTerminating), then SIGKILL.
   enum class Phase { kRunning, kTerminating, kKilling };
@@ -199,16 +153,18 @@ class Launcher::Job {
     Status s = signals_.Init();
     if (!s.ok()) return Abort(s, 1);
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-    std::string exe;
-    s = ResolveCommand(options_.command[0], &exe);
-    if (!s.ok()) return Abort(s, 127);
     JobEndpoint job;
     s = RandomHex(kSecretBytes, &job.store_secret);
     if (s.ok()) s = RandomHex(kJobIdBytes, &job.job_id);
     if (!s.ok()) return Abort(s, 1);
 
+    std::vector<HostSlots> hosts;
+    std::vector<bool> local;
+    s = ChooseAddresses(&hosts, &local, &job);
+    if (!s.ok()) return Abort(s, 1);
+
     TcpStoreServer::Options store_options;
-    store_options.host = "127.0.0.1";
+    store_options.host = store_host_;
     store_options.secret = job.store_secret;
     const int err_fd = err_fd_;
     store_options.log = [err_fd](const std::string& line) {
@@ -217,28 +173,64 @@ class Launcher::Job {
     s = TcpStoreServer::Start(store_options, &server_);
     if (!s.ok()) return Abort(s, 1);
     local_store_ = server_->LocalStore();
-    job.store_addr = "127.0.0.1:" + std::to_string(server_->port());
+    job.store_addr = JoinStoreAddress(store_host_, server_->port());
     if (options_.verbose) Message("store listening on " + job.store_addr + ", job " + job.job_id);
 
     std::vector<RankPlacement> placements;
-    s = PlaceRanks(options_.num_ranks, {{"127.0.0.1", options_.num_ranks}}, job, &placements);
+    s = PlaceRanks(options_.num_ranks, hosts, job, &placements);
     if (!s.ok()) return Abort(s, 1);
+    bool any_local = false, any_remote = false;
+    for (const RankPlacement& p : placements) (local[p.host_index] ? any_local : any_remote) = true;
+    std::string exe;
+    if (any_local) {
+      s = ResolveCommand(options_.command[0], &exe);
+      if (!s.ok()) return Abort(s, 127);
+    }
+    SshOptions ssh;
+    std::string cwd;
+    if (any_remote) {
+      s = ResolveCommand("ssh", &ssh.ssh_path);
+      if (!s.ok()) return Abort(s.Prepend("remote hosts need ssh"), 1);
+      ssh.port = options_.ssh_port;
+      ssh.identity_file = options_.ssh_identity_file;
+      ssh.options = options_.ssh_options;
+      ssh.connect_timeout_s = options_.ssh_connect_timeout_s;
+      char buf[4096];
+      cwd = ::getcwd(buf, sizeof(buf)) != nullptr ? buf : "/";
+    }
+    std::vector<std::string> environment;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) environment.emplace_back(*e);
+    const EnvVars forwarded = ForwardedVariables(options_.env_vars, environment);
+
     ranks_.resize(placements.size());
     for (size_t i = 0; i < placements.size(); ++i) {
       Rank& r = ranks_[i];
-      r.rank = placements[i].rank;
+      RankPlacement& p = placements[i];
+      r.rank = p.rank;
+      r.remote = !local[p.host_index];
+      if (!options_.hosts.empty()) r.host = p.host;
+      p.env = MergeVariables(forwarded, p.env);
       SpawnedRank child;
-      s = SpawnLocalRank(placements[i], exe, options_.command, signals_.original_mask(), &child);
+      s = r.remote ? SpawnRemoteRank(p, p.env, ssh, cwd, options_.command, options_.grace_period_s,
+                                     signals_.original_mask(), &child)
+                   : SpawnLocalRank(p, exe, options_.command, signals_.original_mask(), &child);
       if (!s.ok()) {
         Fail(s.message(), 1);
         break;
       }
       r.pid = child.pid;
+      r.stdin_fd = child.stdin_fd;
       r.running = true;
       const std::string tag = "[" + std::to_string(r.rank) + "]";
-      r.out = {child.stdout_fd, std::make_unique<PrefixedLineWriter>(tag + "<stdout>:", out_fd_)};
-      r.err = {child.stderr_fd, std::make_unique<PrefixedLineWriter>(tag + "<stderr>:", err_fd_)};
-      if (options_.verbose) Message(RankName(r) + " launched");
+      r.out.fd = child.stdout_fd;
+      r.out.writer = std::make_unique<PrefixedLineWriter>(tag + "<stdout>:", out_fd_);
+      r.out.await_marker = r.remote;
+      r.err.fd = child.stderr_fd;
+      r.err.writer = std::make_unique<PrefixedLineWriter>(tag + "<stderr>:", err_fd_);
+      if (options_.verbose)
+        Message(RankName(r) + (r.remote
+                                   ? " launched over ssh (ssh pid " + std::to_string(r.pid) + ")"
+                                   : " launched"));
     }
     if (options_.start_timeout_s > 0) {
       start_check_pending_ = true;
@@ -246,6 +238,43 @@ class Launcher::Job {
                                            std::chrono::duration<double>(options_.start_timeout_s));
     }
     return -1;
+  }
+
+  // The hosts with their addresses, which of them are this machine, and the store's
+  // listen address (store_host_): 127.0.0.1 when every host is this machine; else
+  // --network-interface's IPv4 address, or the source address of the route to the
+  // first remote host. A host that is this machine gets the store's address as its
+  // Gloo address; a remote host its own, resolved here.
+  Status ChooseAddresses(std::vector<HostSlots>* hosts, std::vector<bool>* local,
+                         JobEndpoint* job) {
+    *hosts = options_.hosts;
+    if (hosts->empty()) hosts->push_back({"127.0.0.1", options_.num_ranks, ""});
+    job->network_interface = options_.network_interface;
+    // "user@host" is for ssh; the address is the host's.
+    auto machine = [](const std::string& host) { return host.substr(host.find('@') + 1); };
+    const HostSlots* first_remote = nullptr;
+    for (const HostSlots& h : *hosts) {
+      local->push_back(h.host.find('@') == std::string::npos && IsLocalHost(h.host));
+      if (!local->back() && first_remote == nullptr) first_remote = &h;
+    }
+    store_host_ = "127.0.0.1";
+    if (first_remote != nullptr) {
+      if (!options_.network_interface.empty())
+        HVD_RETURN_IF_ERROR(InterfaceAddress(options_.network_interface, &store_host_)
+                                .Prepend("--network-interface"));
+      else
+        HVD_RETURN_IF_ERROR(SourceAddressToward(machine(first_remote->host), &store_host_)
+                                .Prepend("choosing the store's address (or pass "
+                                         "--network-interface)"));
+    }
+    for (size_t i = 0; i < hosts->size(); ++i) {
+      HostSlots& h = (*hosts)[i];
+      if ((*local)[i])
+        h.address = store_host_;
+      else
+        HVD_RETURN_IF_ERROR(ResolveAddress(machine(h.host), &h.address));
+    }
+    return Status::OK();
   }
 
   // The loop runs while ranks do; once teardown starts, each phase has a deadline.
@@ -293,7 +322,7 @@ class Launcher::Job {
     for (int i = 0; i < kReadsPerRound && s.fd >= 0; ++i) {
       const ssize_t n = ::read(s.fd, buf, sizeof(buf));
       if (n > 0) {
-        s.writer->Append(buf, static_cast<size_t>(n));
+        Feed(s, buf, static_cast<size_t>(n));
       } else if (n < 0 && errno == EINTR) {
         continue;
       } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -304,8 +333,29 @@ class Launcher::Job {
     }
   }
 
+  // Passes output to the stream's writer, first stripping a remote start marker.
+  static void Feed(Stream& s, const char* data, size_t n) {
+    if (!s.await_marker) return s.writer->Append(data, n);
+    s.head.append(data, n);
+    const size_t newline = s.head.find('\n');
+    if (newline == std::string::npos && s.head.size() < 256) return;
+    s.await_marker = false;
+    std::string rest = std::move(s.head);
+    s.head.clear();
+    const std::string marker = std::string(kRemoteStartedMarker) + " ";
+    if (newline != std::string::npos && rest.compare(0, marker.size(), marker) == 0) {
+      s.remote_pid = std::atoi(rest.substr(marker.size(), newline - marker.size()).c_str());
+      rest.erase(0, newline + 1);
+    }
+    if (!rest.empty()) s.writer->Append(rest.data(), rest.size());
+  }
+
   static void CloseStream(Stream& s) {
     if (s.fd < 0) return;
+    if (s.await_marker && !s.head.empty()) {
+      s.writer->Append(s.head.data(), s.head.size());
+      s.head.clear();
+    }
     s.writer->Finish();
     ::close(s.fd);
     s.fd = -1;
@@ -339,7 +389,17 @@ class Launcher::Job {
     // What the rank wrote before exiting is already in its pipes; print it first.
     ReadStream(r.out);
     ReadStream(r.err);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    CloseStdin(r);
+    // ssh exits 255 for its own failures; before the start marker that means the
+    // remote script never ran.
+    const bool unreachable =
+        r.remote && r.out.remote_pid < 0 && WIFEXITED(status) && WEXITSTATUS(status) == 255;
+    if (unreachable && !cause_recorded_) {
+      const std::string& why = r.err.writer->last_line();
+      Fail("cannot reach host " + r.host + " for rank " + std::to_string(r.rank) +
+               ": ssh exited with code 255" + (why.empty() ? "" : " (" + why + ")"),
+           1);
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
       if (options_.verbose) Message(RankName(r) + " exited with code 0");
     } else if (!cause_recorded_) {
       Fail(RankName(r) + " " + DescribeExit(status), ExitCodeOf(status));
@@ -374,10 +434,23 @@ class Launcher::Job {
     give_up_deadline_ = Clock::now() + kGiveUpAfterKill;
   }
 
-  // Signals each rank's process group: the rank and whatever it started.
+  // Signals each rank's process group: the rank and whatever it started. A remote
+  // rank's SIGTERM is the close of its ssh's stdin, which the remote script turns into
+  // SIGTERM there; SIGKILL goes to the ssh itself.
   void SignalAll(int sig) {
-    for (const Rank& r : ranks_)
-      if (r.pid > 0) ::kill(-r.pid, sig);
+    for (Rank& r : ranks_) {
+      if (r.pid <= 0) continue;
+      if (r.remote && sig == SIGTERM)
+        CloseStdin(r);
+      else
+        ::kill(-r.pid, sig);
+    }
+  }
+
+  static void CloseStdin(Rank& r) {
+    if (r.stdin_fd < 0) return;
+    ::close(r.stdin_fd);
+    r.stdin_fd = -1;
   }
 
   void CheckDeadlines(Clock::time_point now) {
@@ -433,14 +506,20 @@ class Launcher::Job {
     return true;
   }
 
+  // "rank 2 (pid 123)"; in a job with -H, "rank 2 (pid 123 on hostB)", where a remote
+  // rank's pid is the remote script's, once it has started.
   static std::string RankName(const Rank& r) {
-    return "rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ")";
+    const std::string name = "rank " + std::to_string(r.rank);
+    if (r.host.empty()) return name + " (pid " + std::to_string(r.pid) + ")";
+    const pid_t pid = r.remote ? r.out.remote_pid : r.pid;
+    return name + " (" + (pid > 0 ? "pid " + std::to_string(pid) + " " : "") + "on " + r.host + ")";
   }
 
   const LauncherOptions& options_;
   const int out_fd_;
   const int err_fd_;
   SignalScope signals_;
+  std::string store_host_;
   std::unique_ptr<TcpStoreServer> server_;
   std::shared_ptr<Store> local_store_;
   std::vector<Rank> ranks_;

@@ -1,17 +1,24 @@
-// Launcher: runs one dprun job on this host and supervises it until every rank is gone.
+// Launcher: runs one dprun job, on this host or across -H hosts, and supervises it
+// until every rank is gone.
 //
 // Run() does, in order:
 //   1. Blocks SIGINT, SIGTERM and SIGCHLD and reads them from a signalfd (before any
 //      thread starts, so no other thread takes them), and makes dprun a child
 //      subreaper so processes that ranks leave behind are re-parented to it.
-//   2. Starts a TcpStoreServer on 127.0.0.1 (ephemeral port, random secret).
-//   3. Places the ranks (rank_placement.h) and spawns each (local_spawner.h).
+//   2. Starts a TcpStoreServer (ephemeral port, random secret) on 127.0.0.1 if every
+//      host is this machine; otherwise on the IPv4 address of --network-interface, or
+//      the local address of the route to the first remote host.
+//   3. Places the ranks (rank_placement.h) and spawns each: on this machine
+//      (local_spawner.h) or over ssh (remote_spawner.h).
 //   4. Supervises in one poll loop: relays output lines, reaps children, checks the
 //      start timeout, and tears the job down when it must.
 //
 // Teardown: the first rank to exit non-zero or by a signal is the cause and is
 // reported as such; dprun sends SIGTERM to every rank's process group, SIGKILL after
 // the grace period, and reports later exits as consequences ("terminated by dprun").
+// For a remote rank, SIGTERM is the close of its ssh's stdin (the remote side then
+// terminates the rank) and SIGKILL goes to its ssh. A remote rank whose ssh fails
+// before the rank started fails the job with exit status 1, naming the host.
 // A first SIGINT/SIGTERM to dprun starts the same teardown; a second one sends SIGKILL
 // at once. Run() returns only after every rank is reaped, its process group is empty
 // and its pipes are drained (or, if something survives SIGKILL, after a bounded wait).

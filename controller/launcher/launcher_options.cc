@@ -5,6 +5,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "controller/launcher/host_list.h"
 
 namespace hvd {
 namespace launcher {
@@ -41,6 +45,34 @@ Status ParseSeconds(const std::string& flag, const std::string& value, double* o
   return Status::OK();
 }
 
+Status SetHosts(const std::string& flag, std::vector<HostSlots> hosts, LauncherOptions* o) {
+  if (!o->hosts.empty())
+    return Status::InvalidUsage(flag + ": give -H or --hostfile once, not both");
+  o->hosts = std::move(hosts);
+  return Status::OK();
+}
+
+Status ReadHostfile(const std::string& flag, const std::string& path, LauncherOptions* o) {
+  std::ifstream in(path);
+  if (!in) return Status::InvalidUsage(flag + ": cannot read '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::vector<HostSlots> hosts;
+  HVD_RETURN_IF_ERROR(ParseHostfile(text.str(), path, &hosts));
+  return SetHosts(flag, std::move(hosts), o);
+}
+
+Status ParseEnvVar(const std::string& flag, const std::string& value, LauncherOptions* o) {
+  const std::string name = value.substr(0, value.find('='));
+  const bool ok = !name.empty() && !(name[0] >= '0' && name[0] <= '9') &&
+                  name.find_first_not_of(
+                      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                      "0123456789_") == std::string::npos;
+  if (!ok) return Status::InvalidUsage(flag + " expects VAR or VAR=VALUE, got '" + value + "'");
+  o->env_vars.push_back(value);
+  return Status::OK();
+}
+
 const FlagSpec kFlags[] = {
     {"-np", "--num-proc", "N", nullptr, "number of ranks to start; required, at least 1", true,
      [](const std::string& f, const std::string& v, LauncherOptions* o) {
@@ -57,6 +89,67 @@ const FlagSpec kFlags[] = {
      "seconds between SIGTERM and SIGKILL when the job is torn down", false,
      [](const std::string& f, const std::string& v, LauncherOptions* o) {
        return ParseSeconds(f, v, &o->grace_period_s);
+     }},
+    {"-H", "--hosts", "LIST", nullptr,
+     "run on these hosts, e.g. hostA:4,hostB:4 (host[:slots], 1 slot if omitted); ranks fill "
+     "the hosts in order; hosts other than this one are reached over ssh",
+     false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       std::vector<HostSlots> hosts;
+       HVD_RETURN_IF_ERROR(ParseHostList(v, &hosts));
+       return SetHosts(f, std::move(hosts), o);
+     }},
+    {"--hostfile", nullptr, "FILE", nullptr,
+     "read the hosts from FILE, one 'host slots=N' per line", false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       return ReadHostfile(f, v, o);
+     }},
+    {"-p", "--ssh-port", "N", "ssh's own", "the port ssh connects to on every remote host", false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       HVD_RETURN_IF_ERROR(ParseInt(f, v, &o->ssh_port));
+       if (o->ssh_port < 1 || o->ssh_port > 65535)
+         return Status::InvalidUsage(f + " expects a port in 1..65535, got '" + v + "'");
+       return Status::OK();
+     }},
+    {"--ssh-identity-file", nullptr, "FILE", nullptr, "the private key ssh uses (ssh -i FILE)",
+     false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       if (v.empty()) return Status::InvalidUsage(f + " expects a file name");
+       o->ssh_identity_file = v;
+       return Status::OK();
+     }},
+    {"--ssh-option", nullptr, "OPT", nullptr,
+     "pass -o OPT to ssh, e.g. StrictHostKeyChecking=no; repeatable; wins over dprun's own "
+     "BatchMode=yes, ConnectTimeout and ServerAlive settings",
+     false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       if (v.find('=') == std::string::npos)
+         return Status::InvalidUsage(f + " expects Name=value, got '" + v + "'");
+       o->ssh_options.push_back(v);
+       return Status::OK();
+     }},
+    {"--ssh-connect-timeout", nullptr, "S", "10",
+     "seconds ssh may take to reach a host before the job fails naming it", false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       HVD_RETURN_IF_ERROR(ParseInt(f, v, &o->ssh_connect_timeout_s));
+       if (o->ssh_connect_timeout_s < 1)
+         return Status::InvalidUsage(f + " expects a whole number of seconds >= 1, got '" + v +
+                                     "'");
+       return Status::OK();
+     }},
+    {"-x", nullptr, "VAR[=VALUE]", nullptr,
+     "give every rank VAR, with dprun's value or VALUE; repeatable. Remote ranks get only "
+     "these, the HVD_*, HOROVOD_* and NCCL_* variables of dprun's environment, and their own",
+     false, ParseEnvVar},
+    {"--network-interface", nullptr, "IFACE", nullptr,
+     "the interface ranks talk over: Gloo binds it (HVD_GLOO_IFACE), NCCL uses it "
+     "(NCCL_SOCKET_IFNAME), and the store listens on its IPv4 address; default: the "
+     "interface of the route to the first remote host",
+     false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       if (v.empty()) return Status::InvalidUsage(f + " expects an interface name");
+       o->network_interface = v;
+       return Status::OK();
      }},
     {"--verbose", nullptr, nullptr, "off", "print the store address and each rank's pid", false,
      [](const std::string&, const std::string&, LauncherOptions* o) {
@@ -152,10 +245,11 @@ Status ParseLauncherArgs(const std::vector<std::string>& args, LauncherOptions* 
 
 std::string LauncherUsage() {
   std::string u =
-      "usage: dprun -np N [options] [--] command [args...]\n"
+      "usage: dprun -np N [-H host:slots,...] [options] [--] command [args...]\n"
       "\n"
-      "Runs N copies of command on this host as the ranks of one job, prefixing each\n"
-      "line of their output with [rank]<stdout>: or [rank]<stderr>:.\n"
+      "Runs N copies of command as the ranks of one job, on this host or, with -H or\n"
+      "--hostfile, on several hosts (over ssh, in BatchMode: set up keys first), prefixing\n"
+      "each line of their output with [rank]<stdout>: or [rank]<stderr>:.\n"
       "\n"
       "options:\n";
   for (const FlagSpec& f : kFlags) {
@@ -170,12 +264,13 @@ std::string LauncherUsage() {
        "each rank's environment:\n"
        "  HVD_RANK, HVD_SIZE, HVD_LOCAL_RANK, HVD_LOCAL_SIZE, HVD_CROSS_RANK,\n"
        "  HVD_CROSS_SIZE, HVD_STORE_ADDR (host:port), HVD_STORE_SECRET, HVD_GLOO_HOSTNAME,\n"
-       "  HVD_JOB_ID\n"
+       "  HVD_JOB_ID; with --network-interface also HVD_GLOO_IFACE and NCCL_SOCKET_IFNAME\n"
        "\n"
        "exit status:\n"
        "  0        every rank exited 0\n"
        "  code     the first failing rank's exit code, or 128+signal if it was killed\n"
-       "  1        dprun failed the job itself (a rank did not start, or could not be spawned)\n"
+       "  1        dprun failed the job itself (a rank did not start or could not be\n"
+       "           spawned, or ssh could not reach its host)\n"
        "  2        usage error\n"
        "  127      the command was not found\n"
        "  130/143  dprun was interrupted by SIGINT/SIGTERM\n";

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/launcher/rank_placement.h"
 #include "runtime/status.h"
 
 namespace hvd {
@@ -22,6 +23,24 @@ struct LauncherOptions {
   double grace_period_s = 5;
   // --verbose: print the store address and each rank's pid.
   bool verbose = false;
+  // -H LIST or --hostfile FILE (see host_list.h). Empty: every rank runs on this host.
+  std::vector<HostSlots> hosts;
+  // -p, --ssh-port N: the port ssh connects to; 0 leaves it to ssh (its config, or 22).
+  int ssh_port = 0;
+  // --ssh-identity-file FILE: passed to ssh as -i FILE.
+  std::string ssh_identity_file;
+  // --ssh-option OPT (repeatable): passed to ssh as -o OPT, ahead of dprun's own -o
+  // options, so it overrides them (ssh takes the first value it sees for an option).
+  std::vector<std::string> ssh_options;
+  // --ssh-connect-timeout S: ssh's ConnectTimeout, how long an unreachable host may take
+  // to fail the job.
+  int ssh_connect_timeout_s = 10;
+  // -x VAR or -x VAR=VALUE (repeatable): environment variables every rank gets, from
+  // dprun's environment or with the given value.
+  std::vector<std::string> env_vars;
+  // --network-interface IFACE: the interface Gloo (HVD_GLOO_IFACE) and NCCL
+  // (NCCL_SOCKET_IFNAME) use, and whose IPv4 address the store listens on.
+  std::string network_interface;
   // -h, --help: print the usage and exit 0.
   bool help = false;
   // The program each rank runs and its arguments.

@@ -26,21 +26,6 @@ bool IsExecutableFile(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
-// The child's environment: dprun's own, with the placement's variables replacing any
-// of the same name.
-std::vector<std::string> ChildEnvironment(const RankPlacement& placement) {
-  std::set<std::string> ours;
-  for (const auto& [name, value] : placement.env) ours.insert(name);
-  std::vector<std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const char* eq = std::strchr(*e, '=');
-    if (eq != nullptr && ours.count(std::string(*e, static_cast<size_t>(eq - *e))) > 0) continue;
-    env.emplace_back(*e);
-  }
-  for (const auto& [name, value] : placement.env) env.push_back(name + "=" + value);
-  return env;
-}
-
 std::vector<char*> CStrings(std::vector<std::string>& strings) {
   std::vector<char*> out;
   for (auto& s : strings) out.push_back(s.data());
@@ -50,12 +35,12 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
 
 // Runs in the child between fork and exec: async-signal-safe calls only. Reports a
 // failure's errno through `error_fd` and exits 127.
-[[noreturn]] void ExecChild(pid_t parent, int null_fd, int out_fd, int err_fd, int error_fd,
+[[noreturn]] void ExecChild(pid_t parent, int in_fd, int out_fd, int err_fd, int error_fd,
                             const sigset_t& mask, const char* path, char** argv, char** envp) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // dprun died before prctl took effect.
-  if (::dup2(null_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) {
+  if (::dup2(in_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) {
     const int err = errno;
     [[maybe_unused]] ssize_t n = ::write(error_fd, &err, sizeof(err));
     ::_exit(127);
@@ -104,35 +89,64 @@ Status ResolveCommand(const std::string& name, std::string* path) {
   return Status::InvalidArgument("command not found: " + name);
 }
 
+std::vector<std::string> ChildEnvironment(
+    const std::vector<std::pair<std::string, std::string>>& vars) {
+  std::set<std::string> ours;
+  for (const auto& [name, value] : vars) ours.insert(name);
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq != nullptr && ours.count(std::string(*e, static_cast<size_t>(eq - *e))) > 0) continue;
+    env.emplace_back(*e);
+  }
+  for (const auto& [name, value] : vars) env.push_back(name + "=" + value);
+  return env;
+}
+
 Status SpawnLocalRank(const RankPlacement& placement, const std::string& exe_path,
                       const std::vector<std::string>& argv, const sigset_t& child_mask,
                       SpawnedRank* out) {
-  std::vector<std::string> env_strings = ChildEnvironment(placement);
-  std::vector<std::string> argv_strings = argv;
+  SpawnRequest request;
+  request.label = "rank " + std::to_string(placement.rank);
+  request.exe_path = exe_path;
+  request.argv = argv;
+  request.env = ChildEnvironment(placement.env);
+  return SpawnProcess(request, child_mask, out);
+}
+
+Status SpawnProcess(const SpawnRequest& request, const sigset_t& child_mask, SpawnedRank* out) {
+  std::vector<std::string> env_strings = request.env;
+  std::vector<std::string> argv_strings = request.argv;
   std::vector<char*> envp = CStrings(env_strings);
   std::vector<char*> argvp = CStrings(argv_strings);
+  const std::string& exe_path = request.exe_path;
 
-  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, error_pipe[2] = {-1, -1};
-  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null_fd < 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
+  int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1},
+      error_pipe[2] = {-1, -1};
+  bool ok = true;
+  if (request.stdin_pipe) {
+    ok = ::pipe2(in_pipe, O_CLOEXEC) == 0;
+  } else {
+    in_pipe[0] = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ok = in_pipe[0] >= 0;
+  }
+  if (!ok || ::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
       ::pipe2(error_pipe, O_CLOEXEC) != 0) {
     const int err = errno;
-    CloseAll({null_fd, out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], error_pipe[0],
-              error_pipe[1]});
-    return Status::Internal("cannot create pipes for rank " + std::to_string(placement.rank) +
-                            ": " + ErrnoText(err));
+    CloseAll({in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1],
+              error_pipe[0], error_pipe[1]});
+    return Status::Internal("cannot create pipes for " + request.label + ": " + ErrnoText(err));
   }
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0)
-    ExecChild(parent, null_fd, out_pipe[1], err_pipe[1], error_pipe[1], child_mask,
+    ExecChild(parent, in_pipe[0], out_pipe[1], err_pipe[1], error_pipe[1], child_mask,
               exe_path.c_str(), argvp.data(), envp.data());
   const int fork_errno = errno;
-  CloseAll({null_fd, out_pipe[1], err_pipe[1], error_pipe[1]});
+  CloseAll({in_pipe[0], out_pipe[1], err_pipe[1], error_pipe[1]});
   if (pid < 0) {
-    CloseAll({out_pipe[0], err_pipe[0], error_pipe[0]});
-    return Status::Internal("cannot fork rank " + std::to_string(placement.rank) + ": " +
-                            ErrnoText(fork_errno));
+    CloseAll({in_pipe[1], out_pipe[0], err_pipe[0], error_pipe[0]});
+    return Status::Internal("cannot fork " + request.label + ": " + ErrnoText(fork_errno));
   }
   // Also from the parent, so the group exists before anyone signals it.
   ::setpgid(pid, pid);
@@ -146,15 +160,16 @@ Status SpawnLocalRank(const RankPlacement& placement, const std::string& exe_pat
   ::close(error_pipe[0]);
   if (got == static_cast<ssize_t>(sizeof(child_errno))) {
     ::waitpid(pid, nullptr, 0);
-    CloseAll({out_pipe[0], err_pipe[0]});
-    return Status::Internal("rank " + std::to_string(placement.rank) + ": cannot execute '" +
-                            exe_path + "': " + ErrnoText(child_errno));
+    CloseAll({in_pipe[1], out_pipe[0], err_pipe[0]});
+    return Status::Internal(request.label + ": cannot execute '" + exe_path +
+                            "': " + ErrnoText(child_errno));
   }
   ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
   ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
   out->pid = pid;
   out->stdout_fd = out_pipe[0];
   out->stderr_fd = err_pipe[0];
+  out->stdin_fd = in_pipe[1];
   return Status::OK();
 }
 

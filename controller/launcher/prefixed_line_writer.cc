@@ -48,9 +48,10 @@ void PrefixedLineWriter::Append(const char* data, size_t n) {
     }
     // A newline, or a full max_line_ of text, ends the current line.
     const char* stop = newline != nullptr ? newline : data + span;
+    last_line_ = partial_;
+    last_line_.append(data, stop);
     out += prefix_;
-    out += partial_;
-    out.append(data, stop);
+    out += last_line_;
     out += '\n';
     partial_.clear();
     data = newline != nullptr ? newline + 1 : stop;
@@ -60,6 +61,7 @@ void PrefixedLineWriter::Append(const char* data, size_t n) {
 
 void PrefixedLineWriter::Finish() {
   if (partial_.empty()) return;
+  last_line_ = partial_;
   WriteFully(out_fd_, prefix_ + partial_ + "\n");
   partial_.clear();
 }

@@ -32,11 +32,15 @@ class PrefixedLineWriter {
   // Writes a final partial line, if any, with a newline added. Call at end of stream.
   void Finish();
 
+  // The text of the last line written, without prefix or newline ("" before any).
+  const std::string& last_line() const { return last_line_; }
+
  private:
   std::string prefix_;
   int out_fd_;
   size_t max_line_;
   std::string partial_;  // Bytes after the last newline.
+  std::string last_line_;
 };
 
 }  // namespace launcher

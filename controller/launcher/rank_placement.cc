@@ -40,7 +40,10 @@ Status PlaceRanks(int num_ranks, const std::vector<HostSlots>& hosts, const JobE
       }
       RankPlacement p;
       p.rank = rank;
+      p.host_index = static_cast<int>(host);
       p.host = hosts[host].host;
+      const std::string& address =
+          hosts[host].address.empty() ? hosts[host].host : hosts[host].address;
       p.env = {
           {"HVD_RANK", std::to_string(rank)},
           {"HVD_SIZE", std::to_string(num_ranks)},
@@ -50,14 +53,81 @@ Status PlaceRanks(int num_ranks, const std::vector<HostSlots>& hosts, const JobE
           {"HVD_CROSS_SIZE", std::to_string(cross_size)},
           {"HVD_STORE_ADDR", job.store_addr},
           {"HVD_STORE_SECRET", job.store_secret},
-          {"HVD_GLOO_HOSTNAME", hosts[host].host},
+          {"HVD_GLOO_HOSTNAME", address},
           {"HVD_JOB_ID", job.job_id},
       };
+      if (!job.network_interface.empty()) {
+        p.env.emplace_back("HVD_GLOO_IFACE", job.network_interface);
+        p.env.emplace_back("NCCL_SOCKET_IFNAME", job.network_interface);
+      }
       placements.push_back(std::move(p));
     }
   }
   *out = std::move(placements);
   return Status::OK();
+}
+
+namespace {
+
+void SetVariable(EnvVars* vars, const std::string& name, const std::string& value) {
+  for (auto& [n, v] : *vars) {
+    if (n == name) {
+      v = value;
+      return;
+    }
+  }
+  vars->emplace_back(name, value);
+}
+
+bool IsForwardedByDefault(const std::string& name) {
+  for (const char* prefix : {"HVD_", "HOROVOD_", "NCCL_"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+EnvVars ForwardedVariables(const std::vector<std::string>& x_flags,
+                           const std::vector<std::string>& environment) {
+  EnvVars vars;
+  auto lookup = [&](const std::string& name, std::string* value) {
+    for (const std::string& e : environment) {
+      if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=') {
+        *value = e.substr(name.size() + 1);
+        return true;
+      }
+    }
+    return false;
+  };
+  for (const std::string& e : environment) {
+    const size_t eq = e.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    const std::string name = e.substr(0, eq);
+    if (IsForwardedByDefault(name) &&
+        name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
+            std::string::npos)
+      SetVariable(&vars, name, e.substr(eq + 1));
+  }
+  for (const std::string& flag : x_flags) {
+    const size_t eq = flag.find('=');
+    std::string value;
+    if (eq != std::string::npos)
+      SetVariable(&vars, flag.substr(0, eq), flag.substr(eq + 1));
+    else if (lookup(flag, &value))
+      SetVariable(&vars, flag, value);
+  }
+  return vars;
+}
+
+EnvVars MergeVariables(const EnvVars& base, const EnvVars& overrides) {
+  EnvVars out;
+  for (const auto& [name, value] : base) {
+    bool replaced = false;
+    for (const auto& o : overrides) replaced = replaced || o.first == name;
+    if (!replaced) out.emplace_back(name, value);
+  }
+  out.insert(out.end(), overrides.begin(), overrides.end());
+  return out;
 }
 
 }  // namespace launcher

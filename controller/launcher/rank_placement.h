@@ -1,8 +1,8 @@
 // RankPlacement: which host each rank runs on and the environment it gets.
 //
 // Placement is a pure function of the host list and the job's store endpoint, kept
-// apart from spawning: local launching passes one host, and a later `-H host:slots`
-// launcher (ssh) passes several and spawns each placement remotely.
+// apart from spawning: a local job passes one host; a `-H host:slots` job passes
+// several, and the launcher spawns each placement locally or over ssh.
 //
 // Ranks fill hosts in order: host 0 gets ranks 0..slots0-1, and so on. As in Horovod,
 // a rank's local rank is its index on its host, local size the number of ranks there,
@@ -20,11 +20,13 @@
 namespace hvd {
 namespace launcher {
 
-// A host and how many ranks it may run. `host` is the address other ranks reach it
-// by; it becomes HVD_GLOO_HOSTNAME.
+// A host and how many ranks it may run. `host` is the name dprun was given (the ssh
+// destination); `address` is the address other ranks reach it by, which becomes
+// HVD_GLOO_HOSTNAME (empty: `host` itself).
 struct HostSlots {
   std::string host;
   int slots = 0;
+  std::string address;
 };
 
 // What every rank of the job shares.
@@ -32,10 +34,13 @@ struct JobEndpoint {
   std::string store_addr;    // host:port of the TcpStoreServer.
   std::string store_secret;  // Presented by every store connection.
   std::string job_id;        // Distinguishes jobs in logs and keys.
+  // --network-interface: set as HVD_GLOO_IFACE and NCCL_SOCKET_IFNAME when not empty.
+  std::string network_interface;
 };
 
 struct RankPlacement {
   int rank = 0;
+  int host_index = 0;  // Index into the host list.
   std::string host;
   // Variables to set in the rank's environment, in a fixed order.
   std::vector<std::pair<std::string, std::string>> env;
@@ -45,6 +50,18 @@ struct RankPlacement {
 // than 1 slot or the hosts have fewer slots than ranks in all.
 Status PlaceRanks(int num_ranks, const std::vector<HostSlots>& hosts, const JobEndpoint& job,
                   std::vector<RankPlacement>* out);
+
+using EnvVars = std::vector<std::pair<std::string, std::string>>;
+
+// The variables dprun passes on beyond the placement's: every HVD_*, HOROVOD_* and
+// NCCL_* variable of `environment` ("NAME=value" entries, dprun's own), then each -x
+// flag, "VAR" (its value in `environment`; skipped if unset there) or "VAR=VALUE".
+// A later entry replaces an earlier one of the same name.
+EnvVars ForwardedVariables(const std::vector<std::string>& x_flags,
+                           const std::vector<std::string>& environment);
+
+// `base` with `overrides` appended, dropping base entries that `overrides` names.
+EnvVars MergeVariables(const EnvVars& base, const EnvVars& overrides);
 
 }  // namespace launcher
 }  // namespace hvd

@@ -1,0 +1,471 @@
+// dprun -H across real hosts on one machine: three network namespaces joined by veth
+// pairs to a bridge, an sshd with a key made for the test in two of them, and dprun
+// itself run inside the third, so every packet stays inside the namespaces:
+//
+//   hvdt<pid>-a  eth0 (a bridge) 10.231.0.1   dprun, the store; no sshd
+//   hvdt<pid>-b  eth0 (veth)     10.231.0.2   sshd
+//   hvdt<pid>-c  eth0 (veth)     10.231.0.3   sshd
+//
+// 10.231.0.9 is assigned nowhere: the unreachable host.
+//
+// The cluster is built once for the suite and torn down in TearDownTestSuite, which
+// kills every process in the namespaces (sshd, sessions, ranks), deletes them and
+// removes the keys. Namespaces that a crashed run left behind (named after a pid that
+// no longer exists) are removed at the next setup. The suite skips itself, saying why,
+// without root, ip netns, sshd or ssh.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include "tests/test_util.h"
+
+namespace hvd {
+namespace testing {
+namespace {
+
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+const std::string kDprun = HVD_DPRUN_PATH;
+const std::string kTopologyJob = std::string(HVD_BUILD_DIR) + "/tests/programs/topology_job";
+constexpr char kNetPrefix[] = "hvdt";
+const std::string kAddrA = "10.231.0.1", kAddrB = "10.231.0.2", kAddrC = "10.231.0.3";
+const std::string kNowhere = "10.231.0.9";
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// Runs a setup command; on failure records why in *error.
+bool Sh(const std::string& command, std::string* error, seconds timeout = seconds(20)) {
+  const CommandResult r = RunCommand(command, timeout);
+  if (r.exit_code == 0 && !r.timed_out) return true;
+  if (error != nullptr)
+    *error = "'" + command + "' " + (r.timed_out ? "timed out" : "failed") + ": " + Trim(r.output);
+  return false;
+}
+
+bool IsExecutable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
+
+// A command run in the background with stdout and stderr into a file.
+class Background {
+ public:
+  explicit Background(const std::string& command, const std::string& log) : log_(log) {
+    start_ = Clock::now();
+    pid_ = ::fork();
+    HVD_CHECK(pid_ >= 0);
+    if (pid_ == 0) {
+      ::setpgid(0, 0);
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      const int null_fd = ::open("/dev/null", O_RDONLY);
+      ::dup2(null_fd, 0);
+      ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::setpgid(pid_, pid_);
+  }
+  ~Background() {
+    if (!reaped_) {
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  std::string Output() const {
+    std::ifstream in(log_);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  bool WaitForOutput(const std::string& text, milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      if (Output().find(text) != std::string::npos) return true;
+      if (!reaped_ && ::waitpid(pid_, &status_, WNOHANG) == pid_) reaped_ = true;
+      if (reaped_) return Output().find(text) != std::string::npos;
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    return false;
+  }
+
+  // The exit code, or -1 if it ran past `timeout` (it is killed then).
+  int Wait(milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (!reaped_ && Clock::now() < deadline) {
+      if (::waitpid(pid_, &status_, WNOHANG) == pid_)
+        reaped_ = true;
+      else
+        std::this_thread::sleep_for(milliseconds(20));
+    }
+    if (!reaped_) return -1;
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
+  }
+
+  pid_t pid() const { return pid_; }
+  double Seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+  int status_ = 0;
+  bool reaped_ = false;
+  Clock::time_point start_;
+};
+
+// The namespaces, the keys and the sshds.
+class Cluster {
+ public:
+  // Builds everything; returns false with the reason (then Teardown cleans up).
+  bool Setup(std::string* why) {
+    if (::geteuid() != 0) return Fail(why, "needs root (ip netns, sshd)");
+    for (const char* tool : {"/usr/sbin/sshd", "/usr/bin/ssh", "/usr/bin/ssh-keygen"})
+      if (!IsExecutable(tool)) return Fail(why, std::string(tool) + " is not installed");
+    if (!Sh("ip netns list", why)) return false;
+    RemoveStaleNamespaces();
+    const std::string tag = kNetPrefix + std::to_string(::getpid());
+    ns_a_ = tag + "-a";
+    ns_b_ = tag + "-b";
+    ns_c_ = tag + "-c";
+    char dir[] = "/tmp/hvdt-XXXXXX";
+    if (::mkdtemp(dir) == nullptr) return Fail(why, "mkdtemp failed");
+    dir_ = dir;
+    for (const std::string& ns : {ns_a_, ns_b_, ns_c_}) {
+      if (!Sh("ip netns add " + ns, why)) {
+        *why = "cannot create network namespaces here: " + *why;
+        return false;
+      }
+      created_.push_back(ns);
+      if (!Sh("ip -n " + ns + " link set lo up", why)) return false;
+    }
+    // A's eth0 is a bridge that B's and C's veth pairs plug into.
+    if (!Sh("ip -n " + ns_a_ + " link add eth0 type bridge && ip -n " + ns_a_ + " addr add " +
+                kAddrA + "/24 dev eth0 && ip -n " + ns_a_ + " link set eth0 up",
+            why))
+      return false;
+    const std::vector<std::tuple<std::string, std::string, std::string>> hosts = {
+        {ns_b_, kAddrB, "vb"}, {ns_c_, kAddrC, "vc"}};
+    for (const auto& [ns, addr, peer] : hosts) {
+      if (!Sh("ip link add " + peer + " netns " + ns_a_ + " type veth peer name eth0 netns " + ns +
+                  " && ip -n " + ns_a_ + " link set " + peer + " master eth0 up && ip -n " + ns +
+                  " addr add " + addr + "/24 dev eth0 && ip -n " + ns + " link set eth0 up",
+              why))
+        return false;
+    }
+    if (!Sh("ssh-keygen -q -t ed25519 -N '' -f " + dir_ +
+                "/host_key && ssh-keygen -q -t ed25519 "
+                "-N '' -f " +
+                dir_ + "/client_key",
+            why))
+      return false;
+    // sshd refuses to start without its privilege separation directory. It is left in
+    // place: it is the directory Debian's own sshd uses, and a concurrent run may need it.
+    struct stat st;
+    if (::stat("/run/sshd", &st) != 0 && ::mkdir("/run/sshd", 0755) != 0 && errno != EEXIST)
+      return Fail(why, "cannot create /run/sshd");
+    for (const auto& [ns, addr, peer] : hosts) {
+      const std::string conf = dir_ + "/sshd_" + ns + ".conf";
+      std::ofstream(conf) << "ListenAddress " << addr << "\n"
+                          << "HostKey " << dir_ << "/host_key\n"
+                          << "AuthorizedKeysFile " << dir_ << "/client_key.pub\n"
+                          << "PermitRootLogin yes\nStrictModes no\nPasswordAuthentication no\n"
+                          << "KbdInteractiveAuthentication no\nUsePAM no\nPidFile none\n"
+                          << "PrintMotd no\nPrintLastLog no\nUseDNS no\nLogLevel ERROR\n";
+      sshds_.push_back(std::make_unique<Background>(
+          "exec ip netns exec " + ns + " /usr/sbin/sshd -D -e -f " + conf,
+          dir_ + "/sshd_" + ns + ".log"));
+    }
+    // Ready once each sshd listens (bounded: 100 polls of 50 ms); the tests' first
+    // logins then show any key problem in ssh's own words.
+    for (const auto& [ns, addr, peer] : hosts) {
+      bool up = false;
+      for (int i = 0; i < 100 && !up; ++i) {
+        const CommandResult r =
+            RunCommand("ip netns exec " + ns + " ss -Hltn 'sport = :22'", seconds(5));
+        up = r.output.find(addr + ":22") != std::string::npos;
+        if (!up) std::this_thread::sleep_for(milliseconds(50));
+      }
+      if (!up) return Fail(why, "sshd on " + addr + " did not start; its log is in " + dir_);
+    }
+    return true;
+  }
+
+  void Teardown() {
+    for (const std::string& ns : created_) {
+      // Everything in it: sshd, its sessions, ranks. Bounded: 20 rounds of 50 ms.
+      for (int round = 0; round < 20; ++round) {
+        const CommandResult pids = RunCommand("ip netns pids " + ns, seconds(5));
+        std::istringstream in(pids.output);
+        bool any = false;
+        for (pid_t pid; in >> pid;) {
+          ::kill(pid, SIGKILL);
+          any = true;
+        }
+        if (!any) break;
+        std::this_thread::sleep_for(milliseconds(50));
+      }
+      Sh("ip netns del " + ns, nullptr);
+    }
+    created_.clear();
+    sshds_.clear();  // Reaps them.
+    if (!dir_.empty()) Sh("rm -rf " + dir_, nullptr);
+    dir_.clear();
+  }
+
+  // `command` run inside namespace A.
+  std::string InA(const std::string& command) const {
+    return "exec ip netns exec " + ns_a_ + " " + command;
+  }
+
+  // dprun's flags for this cluster's ssh.
+  std::string DprunSsh() const {
+    return "--ssh-identity-file " + dir_ +
+           "/client_key --ssh-option StrictHostKeyChecking=no "
+           "--ssh-option UserKnownHostsFile=/dev/null --ssh-option LogLevel=ERROR";
+  }
+
+  // Processes in `ns` whose command line contains `text`.
+  int CountProcesses(const std::string& ns, const std::string& text) const {
+    const CommandResult pids = RunCommand("ip netns pids " + ns, seconds(5));
+    std::istringstream in(pids.output);
+    int n = 0;
+    for (pid_t pid; in >> pid;) {
+      std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
+      std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      for (char& ch : cmdline)
+        if (ch == '\0') ch = ' ';
+      if (cmdline.find(text) != std::string::npos) ++n;
+    }
+    return n;
+  }
+
+  const std::string& ns_b() const { return ns_b_; }
+  const std::string& ns_c() const { return ns_c_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  static bool Fail(std::string* why, const std::string& reason) {
+    *why = reason;
+    return false;
+  }
+
+  // hvdt<pid>-x namespaces whose pid is gone: a crashed earlier run's.
+  static void RemoveStaleNamespaces() {
+    const CommandResult list = RunCommand("ip netns list", seconds(5));
+    const std::regex name(std::string("^") + kNetPrefix + "([0-9]+)-[abc]");
+    std::istringstream in(list.output);
+    for (std::string line; std::getline(in, line);) {
+      std::smatch m;
+      if (!std::regex_search(line, m, name)) continue;
+      const pid_t owner = std::stoi(m[1]);
+      if (owner == ::getpid() || ::kill(owner, 0) == 0) continue;
+      const std::string ns = line.substr(0, line.find(' '));
+      Sh("ip netns pids " + ns + " | xargs -r kill -9; ip netns del " + ns, nullptr);
+    }
+  }
+
+  std::string ns_a_, ns_b_, ns_c_, dir_;
+  std::vector<std::string> created_;
+  std::vector<std::unique_ptr<Background>> sshds_;
+};
+
+class MultiHost : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cluster_ = new Cluster;
+    if (!cluster_->Setup(&skip_reason_)) {
+      if (skip_reason_.empty()) skip_reason_ = "cluster setup failed";
+      cluster_->Teardown();
+    }
+  }
+  static void TearDownTestSuite() {
+    cluster_->Teardown();
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    if (!skip_reason_.empty()) GTEST_SKIP() << "multi-host tests skipped: " << skip_reason_;
+  }
+
+  // dprun in namespace A with this cluster's ssh flags, to completion.
+  CommandResult Dprun(const std::string& args, seconds timeout = seconds(40)) {
+    return RunCommand(cluster_->InA(kDprun + " " + cluster_->DprunSsh() + " " + args), timeout);
+  }
+
+  static Cluster* cluster_;
+  static std::string skip_reason_;
+};
+
+Cluster* MultiHost::cluster_ = nullptr;
+std::string MultiHost::skip_reason_;
+
+std::string HostsBC() { return "-H " + kAddrB + ":2," + kAddrC + ":2"; }
+
+// "topology rank=R ..." as relayed by dprun for rank R.
+std::string TopologyLine(int rank, int size, int local_rank, int local_size, int cross_rank,
+                         int cross_size) {
+  const std::string r = std::to_string(rank);
+  return "[" + r + "]<stdout>:topology rank=" + r + " size=" + std::to_string(size) +
+         " local_rank=" + std::to_string(local_rank) + " local_size=" + std::to_string(local_size) +
+         " cross_rank=" + std::to_string(cross_rank) + " cross_size=" + std::to_string(cross_size) +
+         "\n";
+}
+
+TEST_F(MultiHost, AllreduceAcrossTwoHostsWithLocalAndCrossRanks) {
+  const CommandResult r = Dprun("-np 4 " + HostsBC() + " " + kTopologyJob + " 5");
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(r.output, HasSubstr(TopologyLine(rank, 4, rank % 2, 2, rank / 2, 2)));
+    EXPECT_THAT(r.output, HasSubstr("[" + std::to_string(rank) + "]<stdout>:step 4 ok\n"));
+    EXPECT_THAT(r.output, HasSubstr("[" + std::to_string(rank) + "]<stdout>:done\n"));
+  }
+  // The start marker is dprun's business, never the job's output.
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("dprun-remote-started"))) << r.output;
+}
+
+TEST_F(MultiHost, RanksRunOnTheirHostsWithThePlacementsEnvironment) {
+  const CommandResult r = Dprun(
+      "-np 3 -H " + kAddrB + ":2," + kAddrC +
+      ":1 -x FOO=bar --start-timeout 0 sh -c '"
+      "echo r=$HVD_RANK on=$(ip -4 -o addr show dev eth0 | sed \"s/.*inet \\([0-9.]*\\).*/\\1/\") "
+      "g=$HVD_GLOO_HOSTNAME s=$HVD_STORE_ADDR foo=$FOO pwd=$(pwd); echo err$HVD_RANK >&2'");
+  ASSERT_FALSE(r.timed_out) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  char cwd[4096];
+  ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
+  const std::regex line(
+      R"(\[(\d)\]<stdout>:r=(\d) on=([0-9.]+) g=([0-9.]+) s=([0-9.]+):(\d+) foo=(\w+) pwd=(\S+))");
+  std::set<int> seen;
+  std::set<std::string> stores;
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), line), end; it != end; ++it) {
+    const std::smatch& m = *it;
+    const int rank = std::stoi(m[1]);
+    seen.insert(rank);
+    const std::string host = rank < 2 ? kAddrB : kAddrC;
+    EXPECT_EQ(m[2], std::to_string(rank));
+    EXPECT_EQ(m[3], host) << "rank " << rank << " ran on the wrong host";
+    EXPECT_EQ(m[4], host) << "HVD_GLOO_HOSTNAME";
+    EXPECT_EQ(m[5], kAddrA) << "the store listens on A's address toward B";
+    EXPECT_EQ(m[7], "bar") << "-x FOO=bar";
+    EXPECT_EQ(m[8], cwd) << "remote ranks start in dprun's directory";
+    stores.insert(m[6]);
+    EXPECT_THAT(r.output, HasSubstr("[" + std::to_string(rank) + "]<stderr>:err" +
+                                    std::to_string(rank) + "\n"));
+  }
+  EXPECT_EQ(seen, (std::set<int>{0, 1, 2})) << r.output;
+  EXPECT_EQ(stores.size(), 1u);
+}
+
+TEST_F(MultiHost, NetworkInterfaceSelectsGlooNcclAndTheStoreAddress) {
+  const CommandResult r =
+      Dprun("-np 2 -H " + kAddrB + "," + kAddrC + " --network-interface eth0 --verbose " +
+            "sh -c 'echo iface=$HVD_GLOO_IFACE nccl=$NCCL_SOCKET_IFNAME; "
+            "exec " +
+            kTopologyJob + " 2'");
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("dprun: store listening on " + kAddrA + ":"));
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_THAT(r.output,
+                HasSubstr("[" + std::to_string(rank) + "]<stdout>:iface=eth0 nccl=eth0\n"));
+    EXPECT_THAT(r.output, HasSubstr(TopologyLine(rank, 2, 0, 1, rank, 2)));
+  }
+}
+
+TEST_F(MultiHost, LocalAndRemoteRanksInOneJob) {
+  // A is dprun's own host: its rank starts without ssh.
+  const CommandResult r =
+      Dprun("-np 3 -H " + kAddrA + ":1," + kAddrB + ":2 --verbose " + kTopologyJob + " 3");
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(TopologyLine(0, 3, 0, 1, 0, 2)));
+  EXPECT_THAT(r.output, HasSubstr(TopologyLine(1, 3, 0, 2, 1, 2)));
+  EXPECT_THAT(r.output, HasSubstr(TopologyLine(2, 3, 1, 2, 0, 1)));
+  EXPECT_THAT(r.output, HasSubstr("dprun: rank 0 (pid "));
+  EXPECT_THAT(r.output, HasSubstr(" on " + kAddrA + ") launched\n"));
+  EXPECT_THAT(r.output, HasSubstr("dprun: rank 1 (on " + kAddrB + ") launched over ssh"));
+}
+
+TEST_F(MultiHost, UnreachableHostFailsTheJobFastNamingIt) {
+  const CommandResult r = Dprun("-np 3 -H " + kAddrB + ":2," + kNowhere +
+                                ":1 --ssh-connect-timeout 2 --start-timeout 0 sh -c "
+                                "'echo started; exec sleep 30'");
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_LT(r.seconds, 10.0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("dprun: cannot reach host " + kNowhere +
+                                  " for rank 2: ssh exited with code 255"));
+  // The ranks that did start on B are gone too.
+  int left = -1;
+  for (int i = 0; i < 40 && left != 0; ++i) {
+    left = cluster_->CountProcesses(cluster_->ns_b(), "sleep 30");
+    if (left != 0) std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_EQ(left, 0) << "ranks left behind on B";
+}
+
+TEST_F(MultiHost, FailingRemoteRankTearsDownTheOthers) {
+  const CommandResult r = Dprun("-np 4 " + HostsBC() + " --start-timeout 0 --grace-period 1 " +
+                                "sh -c 'if [ $HVD_RANK = 3 ]; then sleep 0.5; echo bye >&2; "
+                                "exit 5; fi; exec sleep 30'");
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 5) << r.output;
+  EXPECT_LT(r.seconds, 15.0);
+  EXPECT_THAT(r.output, HasSubstr("[3]<stderr>:bye\n"));
+  EXPECT_THAT(r.output, HasSubstr("on " + kAddrC + ") exited with code 5\n"));
+  EXPECT_THAT(r.output, HasSubstr("terminated by dprun"));
+  int left = -1;
+  for (int i = 0; i < 40 && left != 0; ++i) {
+    left = cluster_->CountProcesses(cluster_->ns_b(), "sleep 30") +
+           cluster_->CountProcesses(cluster_->ns_c(), "sleep 30");
+    if (left != 0) std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_EQ(left, 0) << "ranks left behind";
+}
+
+// Last in the file: it cuts C's link (and restores it).
+TEST_F(MultiHost, CuttingAHostsLinkMidRunFailsClearlyWithoutHanging) {
+  Background job(cluster_->InA(kDprun + " " + cluster_->DprunSsh() + " -np 4 " + HostsBC() +
+                               " -x HVD_TIMEOUT=4 --grace-period 2 " + kTopologyJob + " 100000 20"),
+                 cluster_->dir() + "/cut.log");
+  ASSERT_TRUE(job.WaitForOutput("[2]<stdout>:step 10 ok", milliseconds(30000))) << job.Output();
+  const auto cut = Clock::now();
+  std::string error;
+  ASSERT_TRUE(Sh("ip -n " + cluster_->ns_c() + " link set eth0 down", &error)) << error;
+  const int code = job.Wait(milliseconds(40000));
+  const double after_cut = std::chrono::duration<double>(Clock::now() - cut).count();
+  Sh("ip -n " + cluster_->ns_c() + " link set eth0 up", nullptr);
+  const std::string out = job.Output();
+  ASSERT_NE(code, -1) << "dprun hung after the link was cut\n" << out;
+  EXPECT_NE(code, 0) << out;
+  EXPECT_LT(after_cut, 25.0) << out;
+  // The ranks on B report the failure (a timeout naming the lost ranks); dprun reports
+  // which rank failed first, and on which host.
+  EXPECT_THAT(out, HasSubstr("HVD_TIMEOUT")) << out;
+  EXPECT_TRUE(
+      std::regex_search(out, std::regex(R"(dprun: rank \d \(pid \d+ on 10\.231\.0\.[23]\) )")))
+      << out;
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("step 99999 ok")));
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace hvd

@@ -1,0 +1,342 @@
+// DetectLaunchEnv over injected environments: Open MPI, Slurm and torchrun variable
+// sets, the store rule, and the errors that name the variable.
+#include "controller/launch_env.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <thread>
+
+namespace hvd {
+namespace {
+
+using ::testing::HasSubstr;
+using Env = std::map<std::string, std::string>;
+
+RuntimeOptions::GetEnv From(const Env& env) {
+  return [&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+}
+
+// Detects, then runs FromEnv over the overlay, as hvd_init does.
+RuntimeOptions Resolve(const Env& env, LaunchEnv* launch) {
+  Status s = DetectLaunchEnv(From(env), launch);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  RuntimeOptions o;
+  s = RuntimeOptions::FromEnv(&o, launch->Overlay(From(env)));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return o;
+}
+
+Status DetectError(const Env& env) {
+  LaunchEnv launch;
+  return DetectLaunchEnv(From(env), &launch);
+}
+
+TEST(LaunchEnv, NothingToDetect) {
+  LaunchEnv launch;
+  ASSERT_TRUE(DetectLaunchEnv(From({}), &launch).ok());
+  EXPECT_EQ(launch.launcher, "");
+  EXPECT_TRUE(launch.vars.empty());
+  EXPECT_FALSE(launch.serve_store);
+}
+
+TEST(LaunchEnv, DprunsVariablesWin) {
+  LaunchEnv launch;
+  ASSERT_TRUE(DetectLaunchEnv(From({{"HVD_RANK", "1"},
+                                    {"OMPI_COMM_WORLD_RANK", "0"},
+                                    {"RANK", "3"},
+                                    {"WORLD_SIZE", "4"},
+                                    {"LOCAL_RANK", "0"}}),
+                              &launch)
+                  .ok());
+  EXPECT_EQ(launch.launcher, "");
+  EXPECT_TRUE(launch.vars.empty());
+}
+
+TEST(LaunchEnv, OpenMpiSingleNode) {
+  const Env env = {{"OMPI_COMM_WORLD_RANK", "1"},       {"OMPI_COMM_WORLD_SIZE", "2"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                   {"HVD_STORE_PORT", "29600"},         {"HVD_STORE_SECRET", "s"}};
+  LaunchEnv launch;
+  const RuntimeOptions o = Resolve(env, &launch);
+  EXPECT_EQ(launch.launcher, "Open MPI");
+  EXPECT_EQ(o.rank, 1);
+  EXPECT_EQ(o.size, 2);
+  EXPECT_EQ(o.local_rank, 1);
+  EXPECT_EQ(o.local_size, 2);
+  EXPECT_EQ(o.store_addr, "127.0.0.1:29600");
+  EXPECT_EQ(o.store_secret, "s");
+  EXPECT_FALSE(launch.serve_store);  // Only rank 0 serves.
+  EXPECT_TRUE(launch.exchange_cross_ranks);
+  EXPECT_FALSE(launch.needs_gloo_address);  // One node: loopback is right.
+  EXPECT_EQ(o.gloo_hostname, "127.0.0.1");
+}
+
+TEST(LaunchEnv, OpenMpiRankZeroServesAcrossNodes) {
+  const Env env = {{"OMPI_COMM_WORLD_RANK", "0"},
+                   {"OMPI_COMM_WORLD_SIZE", "4"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                   {"HVD_STORE_ADDR", "10.1.2.3:29600"}};
+  LaunchEnv launch;
+  const RuntimeOptions o = Resolve(env, &launch);
+  EXPECT_TRUE(launch.serve_store);
+  EXPECT_EQ(launch.listen_host, "10.1.2.3");
+  EXPECT_EQ(launch.listen_port, 29600);
+  EXPECT_EQ(o.store_addr, "10.1.2.3:29600");
+  EXPECT_EQ(o.store_secret, "");  // Allowed without dprun.
+  EXPECT_TRUE(launch.needs_gloo_address);
+  EXPECT_EQ(launch.store_host, "10.1.2.3");
+}
+
+TEST(LaunchEnv, OpenMpiAcrossNodesNeedsTheStoreAddress) {
+  const Status s = DetectError({{"OMPI_COMM_WORLD_RANK", "0"},
+                                {"OMPI_COMM_WORLD_SIZE", "4"},
+                                {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("Open MPI launch across nodes: set HVD_STORE_ADDR"));
+  const Status p = DetectError({{"OMPI_COMM_WORLD_RANK", "0"},
+                                {"OMPI_COMM_WORLD_SIZE", "2"},
+                                {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  EXPECT_THAT(p.message(), HasSubstr("set HVD_STORE_PORT (or HVD_STORE_ADDR)"));
+}
+
+TEST(LaunchEnv, MalformedAndMissingVariablesAreNamed) {
+  const Env base = {{"OMPI_COMM_WORLD_RANK", "0"},
+                    {"OMPI_COMM_WORLD_SIZE", "2"},
+                    {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                    {"HVD_STORE_PORT", "1"}};
+  Env e = base;
+  e["OMPI_COMM_WORLD_SIZE"] = "two";
+  EXPECT_THAT(DetectError(e).message(),
+              HasSubstr("OMPI_COMM_WORLD_SIZE='two' is not a non-negative integer"));
+  e = base;
+  e.erase("OMPI_COMM_WORLD_LOCAL_SIZE");
+  EXPECT_THAT(DetectError(e).message(),
+              HasSubstr("Open MPI launch detected but OMPI_COMM_WORLD_LOCAL_SIZE is not set"));
+  e = base;
+  e["OMPI_COMM_WORLD_RANK"] = "2";
+  EXPECT_THAT(DetectError(e).message(), HasSubstr("rank 2 is not below size 2"));
+  e = base;
+  e["HVD_STORE_PORT"] = "70000";
+  EXPECT_THAT(DetectError(e).message(), HasSubstr("HVD_STORE_PORT='70000'"));
+  e = base;
+  e["HVD_STORE_ADDR"] = "nope";
+  EXPECT_THAT(DetectError(e).message(), HasSubstr("HVD_STORE_ADDR: bad host:port 'nope'"));
+}
+
+Env SlurmEnv(int procid, int localid, int nodeid) {
+  return {{"SLURM_PROCID", std::to_string(procid)},
+          {"SLURM_LOCALID", std::to_string(localid)},
+          {"SLURM_NODEID", std::to_string(nodeid)},
+          {"SLURM_NTASKS", "99"},  // The allocation's; the step's count wins.
+          {"SLURM_STEP_NUM_TASKS", "5"},
+          {"SLURM_STEP_TASKS_PER_NODE", "2(x2),1"},
+          {"SLURM_STEP_NODELIST", "gpu[07-09]"},
+          {"SLURM_JOB_ID", "4242"},
+          {"SLURM_STEP_ID", "3"}};
+}
+
+TEST(LaunchEnv, SlurmLayoutFromTasksPerNode) {
+  // Ranks 0,1 on node 0; 2,3 on node 1; 4 on node 2.
+  const std::vector<std::vector<int>> cases = {
+      // procid, localid, nodeid, local_size, cross_rank, cross_size
+      {0, 0, 0, 2, 0, 3},
+      {1, 1, 0, 2, 0, 2},
+      {3, 1, 1, 2, 1, 2},
+      {4, 0, 2, 1, 2, 3}};
+  for (const auto& c : cases) {
+    LaunchEnv launch;
+    const RuntimeOptions o = Resolve(SlurmEnv(c[0], c[1], c[2]), &launch);
+    EXPECT_EQ(launch.launcher, "Slurm");
+    EXPECT_EQ(o.rank, c[0]);
+    EXPECT_EQ(o.size, 5);
+    EXPECT_EQ(o.local_rank, c[1]);
+    EXPECT_EQ(o.local_size, c[3]) << "rank " << c[0];
+    EXPECT_EQ(o.cross_rank, c[4]) << "rank " << c[0];
+    EXPECT_EQ(o.cross_size, c[5]) << "rank " << c[0];
+    EXPECT_FALSE(launch.exchange_cross_ranks);
+    // The store: the step's first node, port 20000 + (4242 * 10 + 3) % 10000.
+    EXPECT_EQ(o.store_addr, "gpu07:22423");
+    EXPECT_EQ(launch.listen_host, "0.0.0.0");  // A name: every interface.
+    EXPECT_EQ(launch.serve_store, c[0] == 0);
+  }
+}
+
+TEST(LaunchEnv, SlurmInconsistencies) {
+  Env e = SlurmEnv(0, 0, 0);
+  e["SLURM_STEP_TASKS_PER_NODE"] = "2(x2)";
+  EXPECT_THAT(DetectError(e).message(),
+              HasSubstr("SLURM_STEP_TASKS_PER_NODE='2(x2)' adds up to 4 tasks but "
+                        "SLURM_STEP_NUM_TASKS is 5"));
+  e = SlurmEnv(0, 0, 3);
+  EXPECT_THAT(DetectError(e).message(), HasSubstr("SLURM_NODEID=3 but"));
+  e = SlurmEnv(4, 1, 2);
+  EXPECT_THAT(DetectError(e).message(), HasSubstr("SLURM_LOCALID=1 is not below"));
+  e = SlurmEnv(0, 0, 0);
+  e.erase("SLURM_STEP_TASKS_PER_NODE");
+  EXPECT_THAT(DetectError(e).message(), HasSubstr("SLURM_TASKS_PER_NODE is not set"));
+  e = SlurmEnv(0, 0, 0);
+  e["HVD_STORE_PORT"] = "31000";
+  LaunchEnv launch;
+  EXPECT_EQ(Resolve(e, &launch).store_addr, "gpu07:31000");
+}
+
+TEST(LaunchEnv, TorchrunUsesMasterPortPlusOne) {
+  const Env env = {{"RANK", "3"},
+                   {"WORLD_SIZE", "4"},
+                   {"LOCAL_RANK", "1"},
+                   {"LOCAL_WORLD_SIZE", "2"},
+                   {"GROUP_RANK", "1"},
+                   {"GROUP_WORLD_SIZE", "2"},
+                   {"MASTER_ADDR", "10.0.0.5"},
+                   {"MASTER_PORT", "29500"}};
+  LaunchEnv launch;
+  const RuntimeOptions o = Resolve(env, &launch);
+  EXPECT_EQ(launch.launcher, "torchrun");
+  EXPECT_EQ(o.rank, 3);
+  EXPECT_EQ(o.local_rank, 1);
+  EXPECT_EQ(o.local_size, 2);
+  EXPECT_EQ(o.cross_rank, 1);
+  EXPECT_EQ(o.cross_size, 2);
+  EXPECT_EQ(o.store_addr, "10.0.0.5:29501");
+  EXPECT_FALSE(launch.exchange_cross_ranks);
+  Env without_group = env;
+  without_group.erase("GROUP_RANK");
+  LaunchEnv l2;
+  Resolve(without_group, &l2);
+  EXPECT_TRUE(l2.exchange_cross_ranks);
+  Env local = env;
+  local["MASTER_ADDR"] = "localhost";
+  local["RANK"] = "0";
+  LaunchEnv l3;
+  Resolve(local, &l3);
+  EXPECT_EQ(l3.listen_host, "127.0.0.1");
+  EXPECT_TRUE(l3.serve_store);
+}
+
+TEST(LaunchEnv, TorchrunBeatsTheSlurmItRunsUnder) {
+  Env env = SlurmEnv(0, 0, 0);
+  env.insert({{"RANK", "1"},
+              {"WORLD_SIZE", "2"},
+              {"LOCAL_RANK", "1"},
+              {"LOCAL_WORLD_SIZE", "2"},
+              {"MASTER_ADDR", "127.0.0.1"},
+              {"MASTER_PORT", "29500"}});
+  LaunchEnv launch;
+  const RuntimeOptions o = Resolve(env, &launch);
+  EXPECT_EQ(launch.launcher, "torchrun");
+  EXPECT_EQ(o.rank, 1);
+  const Status s = DetectError({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}});
+  EXPECT_THAT(s.message(), HasSubstr("torchrun launch detected but LOCAL_WORLD_SIZE is not set"));
+}
+
+TEST(LaunchEnv, SingleProcessUnderALauncherNeedsNoStore) {
+  LaunchEnv launch;
+  const RuntimeOptions o = Resolve({{"OMPI_COMM_WORLD_RANK", "0"},
+                                    {"OMPI_COMM_WORLD_SIZE", "1"},
+                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}},
+                                   &launch);
+  EXPECT_EQ(o.size, 1);
+  EXPECT_EQ(o.store_addr, "");
+  EXPECT_FALSE(launch.serve_store);
+  EXPECT_FALSE(launch.exchange_cross_ranks);
+}
+
+TEST(LaunchEnv, CrossRanksByLocalRank) {
+  // Nodes of 3, 2 and 1 ranks, in rank order.
+  const std::vector<int> local = {0, 1, 2, 0, 1, 0};
+  const std::vector<std::pair<int, int>> want = {{0, 3}, {0, 2}, {0, 1}, {1, 3}, {1, 2}, {2, 3}};
+  for (int r = 0; r < 6; ++r) {
+    int cr = -1, cs = -1;
+    CrossRanks(local, r, &cr, &cs);
+    EXPECT_EQ(std::make_pair(cr, cs), want[r]) << "rank " << r;
+  }
+}
+
+TEST(LaunchEnv, SlurmListsParse) {
+  std::vector<int> c;
+  ASSERT_TRUE(ParseSlurmTasksPerNode("2(x3),1", &c).ok());
+  EXPECT_EQ(c, (std::vector<int>{2, 2, 2, 1}));
+  ASSERT_TRUE(ParseSlurmTasksPerNode("4", &c).ok());
+  EXPECT_EQ(c, (std::vector<int>{4}));
+  for (const char* bad : {"", "x", "2(x)", "2(x3", "0", "2,,1"})
+    EXPECT_FALSE(ParseSlurmTasksPerNode(bad, &c).ok()) << bad;
+  EXPECT_EQ(FirstSlurmHost("node[01-04,07],gpu5"), "node01");
+  EXPECT_EQ(FirstSlurmHost("a,b"), "a");
+  EXPECT_EQ(FirstSlurmHost("n[3]"), "n3");
+  EXPECT_EQ(FirstSlurmHost("rack[2-3]-n[010-011]"), "rack2-n010");
+  EXPECT_EQ(FirstSlurmHost("single"), "single");
+  EXPECT_EQ(FirstSlurmHost(""), "");
+}
+
+TEST(LaunchEnv, ExchangeCrossRanksThroughTheStore) {
+  // Four ranks as threads over one store: local ranks 0,1 on one "node", 0,1 on another.
+  std::shared_ptr<Store> store = NewInMemoryStore();
+  std::vector<RuntimeOptions> out(4);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 4; ++r) {
+    threads.emplace_back([&, r] {
+      LaunchEnv launch;
+      launch.launcher = "Open MPI";
+      launch.exchange_cross_ranks = true;
+      RuntimeOptions o;
+      o.rank = r;
+      o.size = 4;
+      o.local_rank = r % 2;
+      o.local_size = 2;
+      o.timeout = std::chrono::milliseconds(5000);
+      const Status s = ExchangeCrossRanks(launch, *store, &o);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      out[r] = o;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(out[r].cross_rank, r / 2) << "rank " << r;
+    EXPECT_EQ(out[r].cross_size, 2) << "rank " << r;
+  }
+}
+
+TEST(LaunchEnv, AddressHelpersOnLoopback) {
+  std::string a;
+  ASSERT_TRUE(InterfaceAddress("lo", &a).ok());
+  EXPECT_EQ(a, "127.0.0.1");
+  const Status missing = InterfaceAddress("no-such-if0", &a);
+  EXPECT_THAT(missing.message(), HasSubstr("no interface named 'no-such-if0' (there are: lo"));
+  ASSERT_TRUE(SourceAddressToward("127.0.0.1", &a).ok());
+  EXPECT_EQ(a, "127.0.0.1");
+  ASSERT_TRUE(ResolveAddress("10.9.8.7", &a).ok());
+  EXPECT_EQ(a, "10.9.8.7");
+  EXPECT_TRUE(IsLocalHost("localhost"));
+  EXPECT_TRUE(IsLocalHost("127.0.0.1"));
+  EXPECT_TRUE(IsLocalHost("127.1.2.3"));
+  EXPECT_FALSE(IsLocalHost("192.0.2.1"));  // TEST-NET-1: never assigned here.
+  EXPECT_TRUE(IsLoopbackAddress("::1"));
+  EXPECT_FALSE(IsLoopbackAddress("10.0.0.1"));
+  EXPECT_EQ(JoinStoreAddress("fd00::1", 5), "[fd00::1]:5");
+  EXPECT_EQ(JoinStoreAddress("h", 5), "h:5");
+}
+
+TEST(LaunchEnv, ChooseGlooAddressRejectsLoopbackAcrossNodes) {
+  LaunchEnv launch;
+  launch.needs_gloo_address = true;
+  launch.store_host = "127.0.0.1";
+  RuntimeOptions o;
+  const Status s = ChooseGlooAddress(launch, &o);
+  EXPECT_THAT(s.message(), HasSubstr("is over loopback (127.0.0.1)"));
+  launch.needs_gloo_address = false;
+  EXPECT_TRUE(ChooseGlooAddress(launch, &o).ok());
+  EXPECT_EQ(o.gloo_hostname, "127.0.0.1");
+}
+
+}  // namespace
+}  // namespace hvd
