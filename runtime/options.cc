@@ -169,6 +169,9 @@ Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
       env, {"HVD_STALL_SHUTDOWN_TIME", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"}, &o.stall_shutdown));
   ParseString(env, {"HVD_TIMELINE", "HOROVOD_TIMELINE"}, &o.timeline_path);
   HVD_RETURN_IF_ERROR(ParseBool(env, {"HVD_LOG_CYCLES"}, &o.log_cycles));
+  HVD_RETURN_IF_ERROR(ParseBool(env, {"HVD_AUTOTUNE", "HOROVOD_AUTOTUNE"}, &o.autotune));
+  ParseString(env, {"HVD_AUTOTUNE_LOG", "HOROVOD_AUTOTUNE_LOG"}, &o.autotune_log);
+  HVD_RETURN_IF_ERROR(ParseSeconds(env, {"HVD_AUTOTUNE_WINDOW"}, &o.autotune_window));
   HVD_RETURN_IF_ERROR(ParseBool(env, {"HVD_STRAGGLER_REPORT"}, &o.straggler_report));
   HVD_RETURN_IF_ERROR(ParseProcessSets(env, &o.process_sets));
 

@@ -40,6 +40,9 @@ struct RuntimeOptions {
   std::chrono::microseconds cycle_time{1000};  // HVD_CYCLE_TIME (ms, fractional allowed), HOROVOD_CYCLE_TIME
   int64_t fusion_threshold = 128 << 20;        // HVD_FUSION_THRESHOLD (bytes; 0 disables), HOROVOD_FUSION_THRESHOLD
   int64_t cache_capacity = 1024;               // HVD_CACHE_CAPACITY (0 disables), HOROVOD_CACHE_CAPACITY
+  bool autotune = false;                       // HVD_AUTOTUNE=1, HOROVOD_AUTOTUNE: tune the two above online
+  std::string autotune_log;                    // HVD_AUTOTUNE_LOG (CSV), HOROVOD_AUTOTUNE_LOG
+  std::chrono::milliseconds autotune_window{1000};  // HVD_AUTOTUNE_WINDOW (s): one score's window
 
   // --- Bounds on waiting.
   std::chrono::milliseconds timeout{30000};     // HVD_TIMEOUT (s): a collective, a cycle or rendezvous

@@ -60,6 +60,10 @@ Status Runtime::Connect(int id, const std::vector<int>& ranks, std::shared_ptr<C
   ControllerOptions copts;
   copts.fusion_threshold = options_.fusion_threshold;
   copts.cache_capacity = options_.cache_capacity;
+  copts.cycle_time = options_.cycle_time;
+  copts.autotune = options_.autotune && id == 0;
+  copts.autotune_log = options_.autotune_log;
+  copts.autotune_window = options_.autotune_window;
   copts.stall_check = options_.stall_check;
   copts.stall_shutdown = options_.stall_shutdown;
   Communicator* raw = comm.get();
@@ -440,10 +444,13 @@ void Runtime::Abort(const Status& status) {
 
 void Runtime::Loop() {
   auto next = Clock::now();
+  // The coordinator announces the cycle time (autotune may change it), so every
+  // rank sleeps alike.
+  std::chrono::microseconds cycle_time = options_.cycle_time;
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      next += options_.cycle_time;
+      next += cycle_time;
       cv_.wait_until(lock, next, [&] { return shutdown_requested_; });
       if (shutdown_requested_ && Clock::now() - shutdown_requested_at_ > options_.timeout) {
         lock.unlock();
@@ -470,6 +477,7 @@ void Runtime::Loop() {
       }
     }
     if (!keep_going) break;
+    if (comms[0]->controller) cycle_time = comms[0]->controller->cycle_time();
   }
   Abort(Status::ShutDown("the runtime has shut down"));
   // A clean shutdown is not a loop failure.

@@ -17,7 +17,11 @@ TEST(Autotune, SearchesWhileResultsStayCorrect) {
   std::remove(log.c_str());
   RunRanks(2, [&](int rank, Runtime& rt) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(8);
-    for (int step = 0; std::chrono::steady_clock::now() < deadline; ++step) {
+    for (int step = 0;; ++step) {
+      // The ranks agree on when to stop, so none starts a step the other skips.
+      int32_t stop = std::chrono::steady_clock::now() >= deadline ? 1 : 0;
+      ASSERT_TRUE(AllreduceSync(rt, "stop", &stop, &stop, 1, DataType::kInt32, ReduceOp::kMax).ok());
+      if (stop) break;
       std::vector<std::vector<int32_t>> bufs(8, std::vector<int32_t>(4096, rank + step));
       std::vector<std::shared_ptr<Work>> works(8);
       for (int i = 0; i < 8; ++i) {
@@ -29,7 +33,8 @@ TEST(Autotune, SearchesWhileResultsStayCorrect) {
         ASSERT_TRUE(rt.Allreduce(a, &works[i]).ok());
       }
       for (int i = 0; i < 8; ++i) {
-        ASSERT_TRUE(works[i]->Wait(std::chrono::milliseconds(20000)).ok());
+        Status s = works[i]->Wait(std::chrono::milliseconds(20000));
+        ASSERT_TRUE(s.ok()) << "rank " << rank << " step " << step << ": " << s.ToString();
         ASSERT_EQ(bufs[i][4095], 2 * step + 1) << "step " << step;
       }
     }
