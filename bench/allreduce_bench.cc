@@ -1,0 +1,283 @@
+// allreduce_bench: dprun's all-reduce against raw Gloo, in one run, on the same
+// buffers (see bench/harness.h for the timing method and docs/benchmarks.md for
+// results). Run it under the launcher:
+//
+//   dprun -np 2 build/bench/allreduce_bench [--workload all|sizes|resnet50|small]
+//       [--iters N] [--budget SECONDS] [--csv FILE] [--mpi-csv FILE]
+//       [--resnet50-sizes FILE] [--peers LIST]
+//
+// Peers, all float32 sum, all out of place (send buffers are never modified):
+//   dprun            the C API. One buffer: hvd_allreduce. Many tensors: every
+//                    tensor enqueued with hvd_allreduce_async in DDP order, then
+//                    every handle waited on; the runtime negotiates and fuses.
+//   gloo_fused       gloo::allreduce (ring, gloo::sum<float>) on its own Gloo
+//                    context. Many tensors: copied into one contiguous buffer, one
+//                    all-reduce, copied out; both copies are inside the timing, as
+//                    dprun's are. One buffer: copied send -> recv, reduced in place.
+//   gloo_per_tensor  copy send -> recv and one gloo::allreduce per tensor (only
+//                    for workloads of more than one tensor).
+// --peers runs only the named peers (for profiling one of them).
+// --mpi-csv adds the dprun/mpi ratio from an mpi_allreduce_bench CSV of the same
+// rank count (a separate run: that ratio is across runs).
+//
+// The Gloo context rendezvous through the job's store (the C API does not expose
+// it): the same HVD_STORE_ADDR, HVD_STORE_SECRET, HVD_RANK and HVD_SIZE that dprun
+// sets, under the key prefix "<HVD_JOB_ID>/bench/".
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/math.h>
+
+#include "bench/harness.h"
+#include "bench/workloads.h"
+#include "bindings/c/hvd.h"
+#include "controller/store.h"
+#include "controller/tcp_store.h"
+#include "runtime/gloo_backend.h"
+
+namespace hvd {
+namespace bench {
+namespace {
+
+[[noreturn]] void Die(const std::string& msg) {
+  std::fprintf(stderr, "allreduce_bench: %s\n", msg.c_str());
+  std::exit(1);
+}
+
+void CheckHvd(hvd_status_t s, const char* what) {
+  if (s != HVD_SUCCESS)
+    Die(std::string(what) + ": " + hvd_status_string(s) + ": " + hvd_last_error());
+}
+
+std::string Env(const char* name, const char* fallback = "") {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+using GlooReduce = void (*)(void*, const void*, const void*, size_t);
+
+class GlooComm : public Comm {
+ public:
+  explicit GlooComm(std::shared_ptr<gloo::Context> ctx) : ctx_(std::move(ctx)) {}
+  int rank() const override { return ctx_->rank; }
+  int size() const override { return ctx_->size; }
+  void Barrier() override {
+    if (size() == 1) return;
+    gloo::BarrierOptions opts(ctx_);
+    opts.setTag(NextTag());
+    gloo::barrier(opts);
+  }
+  void AllreduceMax(std::vector<double>* v) override {
+    if (size() == 1 || v->empty()) return;
+    gloo::AllreduceOptions opts(ctx_);
+    opts.setOutput(v->data(), v->size());
+    opts.setReduceFunction(static_cast<GlooReduce>(&gloo::max<double>));
+    opts.setTag(NextTag());
+    gloo::allreduce(opts);
+  }
+  // Ring all-reduce (sum) of `count` floats at `buf`, in place.
+  void SumRing(float* buf, size_t count) {
+    if (size() == 1 || count == 0) return;
+    gloo::AllreduceOptions opts(ctx_);
+    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+    opts.setOutput(buf, count);
+    opts.setReduceFunction(static_cast<GlooReduce>(&gloo::sum<float>));
+    opts.setTag(NextTag());
+    gloo::allreduce(opts);
+  }
+
+ private:
+  uint32_t NextTag() { return next_tag_++; }
+  std::shared_ptr<gloo::Context> ctx_;
+  uint32_t next_tag_ = 1;
+};
+
+// The bench's own Gloo context, through the job's store (or alone, for 1 rank).
+std::shared_ptr<gloo::Context> ConnectBenchContext(int rank, int size) {
+  const std::chrono::milliseconds timeout(120000);
+  std::shared_ptr<Store> store;
+  const std::string addr = Env("HVD_STORE_ADDR");
+  if (addr.empty()) {
+    if (size != 1) Die("HVD_SIZE > 1 but HVD_STORE_ADDR is unset: run under dprun");
+    store = NewInMemoryStore();
+  } else {
+    std::string host;
+    int port = 0;
+    Status s = ParseHostPort(addr, &host, &port);
+    if (s.ok()) s = ConnectTcpStore(host, port, Env("HVD_STORE_SECRET"), timeout, &store);
+    if (!s.ok()) Die("bench store: " + s.ToString());
+  }
+  const std::string job = Env("HVD_JOB_ID");
+  auto prefixed = NewPrefixStore(store, (job.empty() ? "" : job + "/") + "bench/");
+  std::shared_ptr<gloo::transport::Device> device;
+  Status s = CreateGlooDevice("127.0.0.1", "", &device);
+  std::shared_ptr<gloo::Context> ctx;
+  if (s.ok()) s = ConnectGlooContext(prefixed, device, rank, size, timeout, &ctx);
+  if (!s.ok()) Die("bench Gloo context: " + s.ToString());
+  return ctx;
+}
+
+std::vector<Peer> MakePeers(const Workload& w, Buffers* b, GlooComm* gloo,
+                            std::vector<float>* fused) {
+  std::vector<Peer> peers;
+  const size_t n = w.tensors.size();
+  if (n == 1) {
+    peers.push_back({"dprun", [&w, b] {
+                       CheckHvd(hvd_allreduce(w.tensors[0].name.c_str(), b->send[0].data(),
+                                              b->recv[0].data(), w.tensors[0].count, HVD_FLOAT32,
+                                              HVD_SUM),
+                                "hvd_allreduce");
+                     }});
+    peers.push_back({"gloo_fused", [b, gloo] {
+                       std::memcpy(b->recv[0].data(), b->send[0].data(), b->send[0].size() * 4);
+                       gloo->SumRing(b->recv[0].data(), b->recv[0].size());
+                     }});
+    return peers;
+  }
+  fused->assign(w.total_count(), 0.0f);
+  peers.push_back({"dprun", [&w, b, n] {
+                     std::vector<hvd_handle_t*> handles(n, nullptr);
+                     for (size_t t = 0; t < n; ++t)
+                       CheckHvd(hvd_allreduce_async(w.tensors[t].name.c_str(), b->send[t].data(),
+                                                    b->recv[t].data(), w.tensors[t].count,
+                                                    HVD_FLOAT32, HVD_SUM, &handles[t]),
+                                "hvd_allreduce_async");
+                     for (size_t t = 0; t < n; ++t) {
+                       CheckHvd(hvd_wait(handles[t], -1), "hvd_wait");
+                       hvd_handle_release(handles[t]);
+                     }
+                   }});
+  peers.push_back({"gloo_fused", [b, gloo, fused, n] {
+                     float* p = fused->data();
+                     for (size_t t = 0; t < n; ++t) {
+                       std::memcpy(p, b->send[t].data(), b->send[t].size() * 4);
+                       p += b->send[t].size();
+                     }
+                     gloo->SumRing(fused->data(), fused->size());
+                     p = fused->data();
+                     for (size_t t = 0; t < n; ++t) {
+                       std::memcpy(b->recv[t].data(), p, b->recv[t].size() * 4);
+                       p += b->recv[t].size();
+                     }
+                   }});
+  peers.push_back({"gloo_per_tensor", [b, gloo, n] {
+                     for (size_t t = 0; t < n; ++t) {
+                       std::memcpy(b->recv[t].data(), b->send[t].data(), b->send[t].size() * 4);
+                       gloo->SumRing(b->recv[t].data(), b->recv[t].size());
+                     }
+                   }});
+  return peers;
+}
+
+struct Flags {
+  std::string workload = "all";
+  std::string csv;
+  std::string mpi_csv;
+  std::string resnet50;
+  std::string peers;  // comma list of peer names to run; empty: all
+  HarnessOptions harness;
+};
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) Die(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--workload") {
+      f.workload = value();
+    } else if (a == "--iters") {
+      f.harness.iters = std::atoi(value().c_str());
+      if (f.harness.iters <= 0) Die("--iters must be positive");
+    } else if (a == "--budget") {
+      f.harness.budget_s = std::atof(value().c_str());
+      if (!(f.harness.budget_s > 0)) Die("--budget must be a positive number of seconds");
+    } else if (a == "--csv") {
+      f.csv = value();
+    } else if (a == "--mpi-csv") {
+      f.mpi_csv = value();
+    } else if (a == "--resnet50-sizes") {
+      f.resnet50 = value();
+    } else if (a == "--peers") {
+      f.peers = value();
+    } else if (a == "--help" || a == "-h") {
+      std::printf(
+          "usage: dprun -np N allreduce_bench [--workload all|sizes|resnet50|small[,...]]\n"
+          "         [--iters N] [--budget SECONDS] [--csv FILE] [--mpi-csv FILE]\n"
+          "         [--resnet50-sizes FILE] [--peers dprun,gloo_fused,gloo_per_tensor]\n");
+      std::exit(0);
+    } else {
+      Die("unknown argument '" + a + "' (try --help)");
+    }
+  }
+  return f;
+}
+
+int Main(int argc, char** argv) {
+  const Flags flags = ParseFlags(argc, argv);
+  std::vector<Workload> workloads;
+  std::string error;
+  if (!MakeWorkloads(flags.workload, ResNet50SizesPath(flags.resnet50, HVD_SOURCE_DIR),
+                     &workloads, &error))
+    Die(error);
+
+  CheckHvd(hvd_init(), "hvd_init");
+  int rank = 0, size = 1;
+  CheckHvd(hvd_rank(&rank), "hvd_rank");
+  CheckHvd(hvd_size(&size), "hvd_size");
+  GlooComm gloo(ConnectBenchContext(rank, size));
+  const std::string ops = Env("HVD_CPU_OPERATIONS", "default");
+
+  std::vector<Result> results;
+  for (const auto& w : workloads) {
+    Buffers b;
+    FillBuffers(w, rank, &b);
+    std::vector<float> fused;
+    auto peers = MakePeers(w, &b, &gloo, &fused);
+    if (!flags.peers.empty()) {
+      const std::string list = "," + flags.peers + ",";
+      peers.erase(std::remove_if(peers.begin(), peers.end(),
+                                 [&](const Peer& p) {
+                                   return list.find("," + p.name + ",") == std::string::npos;
+                                 }),
+                  peers.end());
+      if (peers.empty()) Die("--peers " + flags.peers + " selects no peer of " + w.name);
+    }
+    const size_t before = results.size();
+    if (!RunWorkload(w, &b, peers, &gloo, flags.harness, ops, &results, &error)) Die(error);
+    if (rank == 0) {
+      std::fprintf(stderr, "%-10s", w.name.c_str());
+      for (size_t i = before; i < results.size(); ++i)
+        std::fprintf(stderr, "  %s %.3f ms (%d iters)", results[i].peer.c_str(),
+                     results[i].median_s * 1e3, results[i].iters);
+      std::fprintf(stderr, "\n");
+    }
+  }
+
+  if (rank == 0) {
+    std::vector<Result> mpi;
+    if (!flags.mpi_csv.empty() && !ReadCsv(flags.mpi_csv, &mpi, &error))
+      std::fprintf(stderr, "allreduce_bench: no MPI ratios: %s\n", error.c_str());
+    std::printf("dprun all-reduce, %d ranks, float32 sum, CPU operations: %s, results checked on every rank\n\n%s",
+                size, ops.c_str(), FormatTable(results, mpi).c_str());
+    if (!flags.csv.empty() && !WriteCsv(flags.csv, results, &error)) Die(error);
+  }
+  CheckHvd(hvd_shutdown(), "hvd_shutdown");
+  return 0;
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace hvd
+
+int main(int argc, char** argv) { return hvd::bench::Main(argc, argv); }

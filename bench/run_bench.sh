@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Runs the all-reduce benchmarks and writes CSV files, a markdown report and a plot.
+#
+#   bench/run_bench.sh BUILD_DIR [OUT_DIR]
+#
+# BUILD_DIR holds dprun and bench/allreduce_bench (and bench/mpi_allreduce_bench if
+# MPI was found); OUT_DIR defaults to BUILD_DIR/bench-results. For each rank count
+# in $BENCH_RANKS (default "2 4") it runs:
+#   1. mpi_allreduce_bench under mpirun (shared memory: btl self,vader; loopback
+#      only; waiting ranks yield), if both are present -> mpi_np<N>.csv;
+#   2. allreduce_bench under dprun with the runtime's default CPU operations
+#      -> dprun_np<N>_default.csv;
+#   3. the same with HVD_CPU_OPERATIONS=gloo (forces the Gloo data plane)
+#      -> dprun_np<N>_gloo.csv.
+# Then bench/report.py writes OUT_DIR/results.md and bench/plot.py
+# OUT_DIR/allreduce_busbw.png. $BENCH_ARGS is passed to both binaries (for example
+# "--workload sizes --budget 0.5"). Each run prints its table as it finishes.
+set -euo pipefail
+
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+  echo "usage: $0 BUILD_DIR [OUT_DIR]" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd)
+out=${2:-$build/bench-results}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+ranks=${BENCH_RANKS:-2 4}
+read -r -a args <<<"${BENCH_ARGS:-}"
+
+dprun=$build/dprun
+bench=$build/bench/allreduce_bench
+mpibench=$build/bench/mpi_allreduce_bench
+for f in "$dprun" "$bench"; do
+  [ -x "$f" ] || { echo "$0: $f not found: build it first (HVD_BUILD_BENCH=ON)" >&2; exit 1; }
+done
+have_mpi=0
+if [ -x "$mpibench" ] && command -v mpirun >/dev/null; then have_mpi=1; fi
+[ $have_mpi = 1 ] || echo "$0: no mpi_allreduce_bench or mpirun: skipping MPI" >&2
+
+rm -f "$out"/dprun_np*.csv "$out"/mpi_np*.csv
+{
+  echo "host: $(uname -n), $(nproc) cores, $(uname -sr)"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "git: $(git -C "$here/.." rev-parse --short HEAD 2>/dev/null || echo unknown)"
+} >"$out/machine.txt"
+cat "$out/machine.txt"
+
+for np in $ranks; do
+  if [ $have_mpi = 1 ]; then
+    echo "== MPI_Allreduce, $np ranks (at ${SECONDS}s)"
+    # Waiting ranks yield the CPU instead of spinning (mpi_yield_when_idle), as
+    # dprun's and Gloo's threads block: on 2 cores shared with other work, a
+    # spinning rank otherwise waits a whole scheduler slice (~40 ms) for its peer.
+    # More ranks than cores also needs --oversubscribe.
+    over=()
+    [ "$np" -gt "$(nproc)" ] && over=(--oversubscribe)
+    mpirun --allow-run-as-root "${over[@]}" --bind-to none -np "$np" \
+      --mca btl self,vader --mca oob_tcp_if_include lo --mca mpi_yield_when_idle 1 \
+      "$mpibench" --csv "$out/mpi_np$np.csv" "${args[@]}"
+  fi
+  for ops in default gloo; do
+    echo "== dprun, $np ranks, CPU operations: $ops (at ${SECONDS}s)"
+    mpi_flag=()
+    [ -f "$out/mpi_np$np.csv" ] && mpi_flag=(--mpi-csv "$out/mpi_np$np.csv")
+    if [ $ops = gloo ]; then
+      HVD_CPU_OPERATIONS=gloo "$dprun" -np "$np" "$bench" --csv "$out/dprun_np${np}_$ops.csv" \
+        "${mpi_flag[@]}" "${args[@]}"
+    else
+      env -u HVD_CPU_OPERATIONS "$dprun" -np "$np" "$bench" --csv "$out/dprun_np${np}_$ops.csv" \
+        "${mpi_flag[@]}" "${args[@]}"
+    fi
+  done
+done
+
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg); all runs took ${SECONDS}s" >>"$out/machine.txt"
+python3 "$here/report.py" --machine "$out/machine.txt" "$out"/*.csv >"$out/results.md"
+echo "wrote $out/results.md"
+# matplotlib comes from Debian (python3-matplotlib): a python3 earlier on PATH
+# (pyenv, a venv) may not see it, so fall back to the system one.
+py=python3
+python3 -c 'import matplotlib' 2>/dev/null || py=/usr/bin/python3
+if "$py" -c 'import matplotlib' 2>/dev/null; then
+  "$py" "$here/plot.py" -o "$out/allreduce_busbw.png" "$out"/*.csv
+  echo "wrote $out/allreduce_busbw.png"
+else
+  echo "$0: no matplotlib (python3-matplotlib): no plot" >&2
+fi
