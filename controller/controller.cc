@@ -254,7 +254,7 @@ void Controller::ApplyResponses(const proto::ResponseList& in, proto::ResponseLi
   // 3. Full responses run next; each negotiated tensor enters the cache.
   for (const auto& resp : in.responses()) {
     *out->add_responses() = resp;
-    const bool cacheable = Cacheable(resp);
+    const bool cacheable = cache_.capacity() > 0 && Cacheable(resp);
     std::vector<proto::Response> singles;
     if (cacheable) singles = SplitResponse(resp, size());
     for (int i = 0; i < resp.names_size(); ++i) {

@@ -76,11 +76,14 @@ std::vector<proto::Response> SplitResponse(const proto::Response& fused, int siz
     out.push_back(fused);
     return out;
   }
+  // The fields every tensor shares, copied once (not the whole fused list per tensor).
+  proto::Response shared = fused;
+  shared.clear_names();
+  shared.clear_counts();
+  shared.clear_rank_dims();
+  out.reserve(n);
   for (int i = 0; i < n; ++i) {
-    proto::Response r = fused;
-    r.clear_names();
-    r.clear_counts();
-    r.clear_rank_dims();
+    proto::Response r = shared;
     r.add_names(fused.names(i));
     if (i < fused.counts_size()) r.add_counts(fused.counts(i));
     if (fused.type() == proto::RESPONSE_ALLGATHER) {
