@@ -1,0 +1,82 @@
+// A peer rank in a child process, for the shared-memory tests that need a real
+// second process (a peer that dies, cross-process timings).
+//
+// ForkRank forks *before* starting any thread, then serves a TcpStore in the parent
+// and sends its port to the child through a pipe; the child connects and runs
+// `child(store)`, and _exits with its return value (it never returns into gtest).
+#ifndef HVD_TESTS_MULTIRANK_FORK_RANK_H_
+#define HVD_TESTS_MULTIRANK_FORK_RANK_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "controller/store.h"
+#include "controller/tcp_store.h"
+
+namespace hvd {
+namespace testing {
+
+struct ForkedRank {
+  pid_t pid = -1;
+  std::unique_ptr<TcpStoreServer> server;
+  std::shared_ptr<Store> store;  // the parent's view of the store
+};
+
+inline ForkedRank ForkRank(const std::function<int(std::shared_ptr<Store>)>& child) {
+  ForkedRank f;
+  int fds[2];
+  if (pipe(fds) != 0) return f;
+  f.pid = fork();
+  if (f.pid == 0) {
+    close(fds[1]);
+    int port = 0;
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, 10000) != 1 || read(fds[0], &port, sizeof(port)) != sizeof(port)) _exit(90);
+    std::shared_ptr<Store> store;
+    if (!ConnectTcpStore("127.0.0.1", port, "shm-test", std::chrono::milliseconds(10000), &store)
+             .ok())
+      _exit(91);
+    _exit(child(store));
+  }
+  close(fds[0]);
+  TcpStoreServer::Options opts;
+  opts.secret = "shm-test";
+  opts.log = [](const std::string&) {};
+  if (f.pid > 0 && TcpStoreServer::Start(opts, &f.server).ok()) {
+    const int port = f.server->port();
+    if (write(fds[1], &port, sizeof(port)) == sizeof(port)) f.store = f.server->LocalStore();
+  }
+  close(fds[1]);
+  return f;
+}
+
+// Waits up to `timeout` for `pid`, then kills it. Returns the exit code, or
+// 128 + signal.
+inline int WaitChild(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  for (;;) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0) return -1;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace testing
+}  // namespace hvd
+
+#endif  // HVD_TESTS_MULTIRANK_FORK_RANK_H_
