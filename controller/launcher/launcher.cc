@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <system_error>
 #include <vector>
 
@@ -137,6 +138,8 @@ class Launcher::Job {
     std::string host;     // Empty in a job without -H.
     bool remote = false;  // Runs over ssh.
     int stdin_fd = -1;    // Remote: the write end of ssh's stdin; closing it ends the rank.
+    RankPlacement placement;
+    bool pending = false;  // Not spawned yet (SpawnPending).
   };
   // kRunning until the job must end; then SIGTERM (kTerminating), then SIGKILL.
   enum class Phase { kRunning, kTerminating, kKilling };
@@ -181,22 +184,19 @@ class Launcher::Job {
     if (!s.ok()) return Abort(s, 1);
     bool any_local = false, any_remote = false;
     for (const RankPlacement& p : placements) (local[p.host_index] ? any_local : any_remote) = true;
-    std::string exe;
     if (any_local) {
-      s = ResolveCommand(options_.command[0], &exe);
+      s = ResolveCommand(options_.command[0], &exe_);
       if (!s.ok()) return Abort(s, 127);
     }
-    SshOptions ssh;
-    std::string cwd;
     if (any_remote) {
-      s = ResolveCommand("ssh", &ssh.ssh_path);
+      s = ResolveCommand("ssh", &ssh_.ssh_path);
       if (!s.ok()) return Abort(s.Prepend("remote hosts need ssh"), 1);
-      ssh.port = options_.ssh_port;
-      ssh.identity_file = options_.ssh_identity_file;
-      ssh.options = options_.ssh_options;
-      ssh.connect_timeout_s = options_.ssh_connect_timeout_s;
+      ssh_.port = options_.ssh_port;
+      ssh_.identity_file = options_.ssh_identity_file;
+      ssh_.options = options_.ssh_options;
+      ssh_.connect_timeout_s = options_.ssh_connect_timeout_s;
       char buf[4096];
-      cwd = ::getcwd(buf, sizeof(buf)) != nullptr ? buf : "/";
+      cwd_ = ::getcwd(buf, sizeof(buf)) != nullptr ? buf : "/";
     }
     std::vector<std::string> environment;
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) environment.emplace_back(*e);
@@ -205,39 +205,61 @@ class Launcher::Job {
     ranks_.resize(placements.size());
     for (size_t i = 0; i < placements.size(); ++i) {
       Rank& r = ranks_[i];
-      RankPlacement& p = placements[i];
-      r.rank = p.rank;
-      r.remote = !local[p.host_index];
-      if (!options_.hosts.empty()) r.host = p.host;
-      p.env = MergeVariables(forwarded, p.env);
-      SpawnedRank child;
-      s = r.remote ? SpawnRemoteRank(p, p.env, ssh, cwd, options_.command, options_.grace_period_s,
-                                     signals_.original_mask(), &child)
-                   : SpawnLocalRank(p, exe, options_.command, signals_.original_mask(), &child);
-      if (!s.ok()) {
-        Fail(s.message(), 1);
-        break;
-      }
-      r.pid = child.pid;
-      r.stdin_fd = child.stdin_fd;
-      r.running = true;
-      const std::string tag = "[" + std::to_string(r.rank) + "]";
-      r.out.fd = child.stdout_fd;
-      r.out.writer = std::make_unique<PrefixedLineWriter>(tag + "<stdout>:", out_fd_);
-      r.out.await_marker = r.remote;
-      r.err.fd = child.stderr_fd;
-      r.err.writer = std::make_unique<PrefixedLineWriter>(tag + "<stderr>:", err_fd_);
-      if (options_.verbose)
-        Message(RankName(r) + (r.remote
-                                   ? " launched over ssh (ssh pid " + std::to_string(r.pid) + ")"
-                                   : " launched"));
+      r.placement = std::move(placements[i]);
+      r.placement.env = MergeVariables(forwarded, r.placement.env);
+      r.rank = r.placement.rank;
+      r.remote = !local[r.placement.host_index];
+      if (!options_.hosts.empty()) r.host = r.placement.host;
+      r.pending = true;
     }
+    SpawnPending();
     if (options_.start_timeout_s > 0) {
       start_check_pending_ = true;
       start_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(options_.start_timeout_s));
     }
     return -1;
+  }
+
+  // Spawns the ranks still waiting, in rank order, while the job runs. A remote rank
+  // waits while kMaxStartingSshPerHost ssh logins to its host are still in progress
+  // (started, no start marker yet), so a host with many slots does not hit sshd's
+  // MaxStartups limit, which drops connections beyond 10 unauthenticated ones.
+  void SpawnPending() {
+    if (phase_ != Phase::kRunning) return;
+    std::map<std::string, int> starting;
+    for (const Rank& r : ranks_)
+      if (r.remote && r.running && r.out.remote_pid < 0) ++starting[r.placement.host];
+    for (Rank& r : ranks_) {
+      if (!r.pending) continue;
+      if (r.remote && starting[r.placement.host] >= kMaxStartingSshPerHost) continue;
+      r.pending = false;
+      const Status s = Spawn(r);
+      if (!s.ok()) return Fail(s.message(), 1);
+      if (r.remote) ++starting[r.placement.host];
+    }
+  }
+
+  Status Spawn(Rank& r) {
+    SpawnedRank child;
+    const RankPlacement& p = r.placement;
+    HVD_RETURN_IF_ERROR(
+        r.remote ? SpawnRemoteRank(p, p.env, ssh_, cwd_, options_.command, options_.grace_period_s,
+                                   signals_.original_mask(), &child)
+                 : SpawnLocalRank(p, exe_, options_.command, signals_.original_mask(), &child));
+    r.pid = child.pid;
+    r.stdin_fd = child.stdin_fd;
+    r.running = true;
+    const std::string tag = "[" + std::to_string(r.rank) + "]";
+    r.out.fd = child.stdout_fd;
+    r.out.writer = std::make_unique<PrefixedLineWriter>(tag + "<stdout>:", out_fd_);
+    r.out.await_marker = r.remote;
+    r.err.fd = child.stderr_fd;
+    r.err.writer = std::make_unique<PrefixedLineWriter>(tag + "<stderr>:", err_fd_);
+    if (options_.verbose)
+      Message(RankName(r) + (r.remote ? " launched over ssh (ssh pid " + std::to_string(r.pid) + ")"
+                                      : " launched"));
+    return Status::OK();
   }
 
   // The hosts with their addresses, which of them are this machine, and the store's
@@ -284,6 +306,7 @@ class Launcher::Job {
     for (;;) {
       CheckDeadlines(Clock::now());
       if (given_up_ || Finished()) return;
+      SpawnPending();
       if (phase_ == Phase::kRunning && !AnyRunning()) {
         std::string which;
         for (const Rank& r : ranks_)
@@ -478,7 +501,8 @@ class Launcher::Job {
     if (phase_ != Phase::kRunning) return;
     std::vector<int> missing;
     for (const Rank& r : ranks_)
-      if (r.running && !local_store_->Wait({StartedKey(r.rank)}, milliseconds(0)).ok())
+      if ((r.running || r.pending) &&
+          !local_store_->Wait({StartedKey(r.rank)}, milliseconds(0)).ok())
         missing.push_back(r.rank);
     if (missing.empty()) {
       if (options_.verbose) Message("all ranks started");
@@ -491,9 +515,10 @@ class Launcher::Job {
          1);
   }
 
+  // True while some rank runs or waits to be spawned.
   bool AnyRunning() const {
     for (const Rank& r : ranks_)
-      if (r.running) return true;
+      if (r.running || r.pending) return true;
     return false;
   }
 
@@ -520,6 +545,9 @@ class Launcher::Job {
   const int err_fd_;
   SignalScope signals_;
   std::string store_host_;
+  std::string exe_;  // The command, resolved here, for local ranks.
+  SshOptions ssh_;   // For remote ranks.
+  std::string cwd_;  // Where remote ranks start.
   std::unique_ptr<TcpStoreServer> server_;
   std::shared_ptr<Store> local_store_;
   std::vector<Rank> ranks_;

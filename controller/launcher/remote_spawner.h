@@ -39,6 +39,9 @@ namespace launcher {
 constexpr char kRemoteStartedMarker[] = "dprun-remote-started";
 constexpr int kServerAliveSeconds = 5;
 constexpr int kServerAliveCount = 3;
+// dprun has at most this many ssh logins to one host in progress at once: sshd's default
+// MaxStartups (10:30:100) starts dropping unauthenticated connections past 10.
+constexpr int kMaxStartingSshPerHost = 8;
 
 struct SshOptions {
   std::string ssh_path = "ssh";

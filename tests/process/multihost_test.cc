@@ -404,6 +404,17 @@ TEST_F(MultiHost, LocalAndRemoteRanksInOneJob) {
   EXPECT_THAT(r.output, HasSubstr("dprun: rank 1 (on " + kAddrB + ") launched over ssh"));
 }
 
+TEST_F(MultiHost, ManyRanksOnOneHostStayWithinSshdsStartupLimit) {
+  // More ranks than sshd accepts unauthenticated connections at once (MaxStartups 10).
+  const CommandResult r =
+      Dprun("-np 14 -H " + kAddrB + ":14 --start-timeout 0 sh -c 'echo r=$HVD_RANK'");
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (int rank = 0; rank < 14; ++rank)
+    EXPECT_THAT(r.output, HasSubstr("[" + std::to_string(rank) +
+                                    "]<stdout>:r=" + std::to_string(rank) + "\n"));
+}
+
 TEST_F(MultiHost, UnreachableHostFailsTheJobFastNamingIt) {
   const CommandResult r = Dprun("-np 3 -H " + kAddrB + ":2," + kNowhere +
                                 ":1 --ssh-connect-timeout 2 --start-timeout 0 sh -c "
