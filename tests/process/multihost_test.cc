@@ -10,13 +10,15 @@
 //
 // The cluster is built once for the suite and torn down in TearDownTestSuite, which
 // kills every process in the namespaces (sshd, sessions, ranks), deletes them and
-// removes the keys. Namespaces that a crashed run left behind (named after a pid that
-// no longer exists) are removed at the next setup. The suite skips itself, saying why,
+// removes the keys. The sshds die with the test process (PR_SET_PDEATHSIG); the
+// namespaces and the key directory of a killed run (named after a pid that no longer
+// exists) are removed at the next setup. The suite skips itself, saying why,
 // without root, ip netns, sshd or ssh.
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,6 +73,7 @@ class Background {
     HVD_CHECK(pid_ >= 0);
     if (pid_ == 0) {
       ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // An sshd never outlives a killed test.
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
@@ -144,8 +147,8 @@ class Cluster {
     ns_a_ = tag + "-a";
     ns_b_ = tag + "-b";
     ns_c_ = tag + "-c";
-    char dir[] = "/tmp/hvdt-XXXXXX";
-    if (::mkdtemp(dir) == nullptr) return Fail(why, "mkdtemp failed");
+    std::string dir = "/tmp/" + tag + "-XXXXXX";
+    if (::mkdtemp(dir.data()) == nullptr) return Fail(why, "mkdtemp failed");
     dir_ = dir;
     for (const std::string& ns : {ns_a_, ns_b_, ns_c_}) {
       if (!Sh("ip netns add " + ns, why)) {
@@ -277,7 +280,9 @@ class Cluster {
       const pid_t owner = std::stoi(m[1]);
       if (owner == ::getpid() || ::kill(owner, 0) == 0) continue;
       const std::string ns = line.substr(0, line.find(' '));
-      Sh("ip netns pids " + ns + " | xargs -r kill -9; ip netns del " + ns, nullptr);
+      Sh("ip netns pids " + ns + " | xargs -r kill -9; ip netns del " + ns + "; rm -rf /tmp/" +
+             kNetPrefix + std::to_string(owner) + "-*",
+         nullptr);
     }
   }
 
