@@ -26,6 +26,9 @@ void CompleteAll(const std::vector<TensorEntry*>& entries, const Status& status)
 }
 
 Status Executor::Execute(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+  if (r.device() >= 0 && r.type() != proto::RESPONSE_ERROR && r.type() != proto::RESPONSE_BARRIER &&
+      r.type() != proto::RESPONSE_JOIN)
+    return ExecuteOnDevice(r, entries);
   switch (r.type()) {
     case proto::RESPONSE_ERROR:
       CompleteAll(entries, Status(static_cast<StatusCode>(r.error_code()), r.error_message()));
@@ -42,6 +45,26 @@ Status Executor::Execute(const proto::Response& r, const std::vector<TensorEntry
   Status s = Status::Internal("unknown response type " + std::to_string(r.type()));
   CompleteAll(entries, s);
   return s;
+}
+
+Status Executor::ExecuteOnDevice(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+  if (!device_ops_) {
+    int device = r.device();  // a joined rank has no entry: the coordinator's device
+    for (const TensorEntry* e : entries) {
+      if (e != nullptr) {
+        device = e->device;
+        break;
+      }
+    }
+    Status s = device_factory_
+                   ? device_factory_(device, &device_ops_)
+                   : Status::InvalidUsage("no device backend is configured for device tensors");
+    if (!s.ok()) {
+      device_ops_.reset();
+      return s.Prepend("tensor '" + r.names(0) + "' on cuda:" + std::to_string(device));
+    }
+  }
+  return device_ops_->Execute(r, entries);
 }
 
 Status Executor::Allreduce(const proto::Response& r, const std::vector<TensorEntry*>& entries) {

@@ -21,6 +21,7 @@
 
 #include "controller/messages.pb.h"
 #include "runtime/backend.h"
+#include "runtime/device_ops.h"
 #include "runtime/tensor_queue.h"
 
 namespace hvd {
@@ -53,7 +54,17 @@ class Executor {
   // `entries[i]` is this rank's entry for response.names(i), or null if it has none.
   Status Execute(const proto::Response& response, const std::vector<TensorEntry*>& entries);
 
+  // Responses on a device (response.device() >= 0) go to a DeviceOps, which the
+  // factory creates on the first one, for the device of this rank's tensors: a job
+  // that never enqueues a device tensor never touches CUDA. Failing to create it
+  // breaks the communicator (peers may be waiting in the creation).
+  using DeviceOpsFactory = std::function<Status(int device, std::unique_ptr<DeviceOps>* out)>;
+  void SetDeviceOpsFactory(DeviceOpsFactory factory) { device_factory_ = std::move(factory); }
+  // Or a DeviceOps made beforehand (tests).
+  void SetDeviceOps(std::unique_ptr<DeviceOps> ops) { device_ops_ = std::move(ops); }
+
  private:
+  Status ExecuteOnDevice(const proto::Response& r, const std::vector<TensorEntry*>& entries);
   Status Allreduce(const proto::Response& r, const std::vector<TensorEntry*>& entries);
   Status Allgather(const proto::Response& r, const std::vector<TensorEntry*>& entries);
   Status Broadcast(const proto::Response& r, const std::vector<TensorEntry*>& entries);
@@ -70,6 +81,8 @@ class Executor {
   PhaseHook on_phase_;
   FusionBuffer fusion_;
   FusionBuffer scratch_;
+  DeviceOpsFactory device_factory_;
+  std::unique_ptr<DeviceOps> device_ops_;
 };
 
 // Completes every present entry with `status`.

@@ -1,5 +1,6 @@
 #include "runtime/options.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -135,6 +136,18 @@ Status ParseProcessSets(const RuntimeOptions::GetEnv& env, std::vector<std::vect
   return Status::OK();
 }
 
+// "nccl" or "gloo", in any case.
+Status ParseGpuOperations(const RuntimeOptions::GetEnv& env, std::string* out) {
+  const char* which = nullptr;
+  const char* v = Lookup(env, {"HVD_GPU_OPERATIONS"}, &which);
+  if (v == nullptr || *v == '\0') return Status::OK();
+  std::string s(v);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (s != "nccl" && s != "gloo") return Bad(which, v, "nccl or gloo");
+  *out = s;
+  return Status::OK();
+}
+
 }  // namespace
 
 Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
@@ -161,6 +174,8 @@ Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
       ParseInt(env, {"HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD"}, 0, &o.fusion_threshold));
   HVD_RETURN_IF_ERROR(
       ParseInt(env, {"HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY"}, 0, &o.cache_capacity));
+
+  HVD_RETURN_IF_ERROR(ParseGpuOperations(env, &o.gpu_operations));
 
   HVD_RETURN_IF_ERROR(ParseSeconds(env, {"HVD_TIMEOUT"}, &o.timeout));
   HVD_RETURN_IF_ERROR(ParseSeconds(
@@ -193,6 +208,8 @@ Status RuntimeOptions::Validate() const {
                                    " is not below HVD_CROSS_SIZE=" + std::to_string(cross_size));
   if (timeout.count() <= 0) return Status::InvalidArgument("HVD_TIMEOUT must be positive");
   if (cycle_time.count() <= 0) return Status::InvalidArgument("HVD_CYCLE_TIME must be positive");
+  if (gpu_operations != "nccl" && gpu_operations != "gloo")
+    return Status::InvalidArgument("HVD_GPU_OPERATIONS='" + gpu_operations + "' is not nccl or gloo");
   for (const auto& set : process_sets)
     for (int r : set)
       if (r >= size)

@@ -44,6 +44,11 @@ struct RuntimeOptions {
   std::string autotune_log;                    // HVD_AUTOTUNE_LOG (CSV), HOROVOD_AUTOTUNE_LOG
   std::chrono::milliseconds autotune_window{1000};  // HVD_AUTOTUNE_WINDOW (s): one score's window
 
+  // --- Device tensors: how collectives on GPU tensors run. "nccl" (NCCL on the
+  // device), or "gloo" (staged through pinned host memory over the host backend;
+  // lets several ranks share one GPU, which NCCL refuses).
+  std::string gpu_operations = "nccl";  // HVD_GPU_OPERATIONS=nccl|gloo (any case)
+
   // --- Bounds on waiting.
   std::chrono::milliseconds timeout{30000};     // HVD_TIMEOUT (s): a collective, a cycle or rendezvous
   std::chrono::milliseconds stall_check{60000}; // HVD_STALL_CHECK_TIME (s), HOROVOD_STALL_CHECK_TIME_SECONDS

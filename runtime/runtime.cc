@@ -95,6 +95,21 @@ Status Runtime::Connect(int id, const std::vector<int>& ranks, std::shared_ptr<C
     };
   }
   comm->executor = std::make_unique<Executor>(comm->backend.get(), std::move(hook));
+  // Device tensors: the DeviceOps is made on this set's first device response, so
+  // CPU-only jobs never touch CUDA (see runtime/device_ops.h).
+  DeviceOpsOptions dopts;
+  dopts.store = NewPrefixStore(store_, scope + "device/");
+  dopts.rank = my;
+  dopts.size = comm->size;
+  dopts.timeout = options_.timeout;
+  dopts.mode = options_.gpu_operations;
+  dopts.host_backend = comm->backend.get();
+  dopts.fusion_threshold = options_.fusion_threshold;
+  comm->executor->SetDeviceOpsFactory([dopts](int device, std::unique_ptr<DeviceOps>* ops) {
+    DeviceOpsOptions o = dopts;
+    o.device = device;
+    return CreateDeviceOps(o, ops);
+  });
   *out = std::move(comm);
   return Status::OK();
 }
@@ -212,6 +227,11 @@ Status Runtime::ValidateEntry(const TensorEntry& e) const {
     return Status::InvalidArgument(t + "reducescatter supports only sum and average");
   for (int64_t v : e.splits)
     if (v < 0) return Status::InvalidArgument(t + "negative split size " + std::to_string(v));
+  if (e.device < -1)
+    return Status::InvalidArgument(t + "device " + std::to_string(e.device) +
+                                   " is neither -1 (host) nor a CUDA device id");
+  if (e.device >= 0 && e.type != OpType::kBarrier && e.type != OpType::kJoin)
+    HVD_RETURN_IF_ERROR(CheckDeviceTensor(e));
   return Status::OK();
 }
 
@@ -249,6 +269,8 @@ Status Runtime::Allreduce(const AllreduceArgs& args, std::shared_ptr<Work>* work
   e.shape = {args.count};
   e.prescale_factor = args.prescale_factor;
   e.postscale_factor = args.postscale_factor;
+  e.device = args.device;
+  e.stream = args.stream;
   return EnqueueOne(std::move(e), args.process_set, work);
 }
 

@@ -58,6 +58,8 @@ struct AllreduceArgs {
   double prescale_factor = 1.0;
   double postscale_factor = 1.0;
   int process_set = 0;
+  int device = -1;          // -1: host memory; else the CUDA device of both buffers
+  void* stream = nullptr;   // device tensors: the caller's cudaStream_t (see TensorEntry)
 };
 
 // Where rank 0 leaves its straggler report for dprun --straggler-report.

@@ -38,6 +38,10 @@ struct TensorEntry {
   double postscale_factor = 1.0;
   int root_rank = 0;
   int device = -1;
+  // Device tensors: the caller's cudaStream_t (null: the legacy default stream). The
+  // collective starts after the work queued on it so far; the Work completes once
+  // the GPU work is done. Local to this rank (not negotiated).
+  void* stream = nullptr;
   std::vector<int64_t> splits;
   int64_t group_id = 0;
   int group_size = 0;

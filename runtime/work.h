@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -62,6 +63,16 @@ class Work {
   // For join: the last rank to join.
   int64_t& scalar_result() { return scalar_result_; }
 
+  // A result in device memory (allgather, alltoall, reducescatter of a tensor on a
+  // GPU), in place of result(). The memory is released when the Work is destroyed,
+  // in the order of the stream the tensor was enqueued with.
+  struct DeviceResult {
+    std::shared_ptr<void> data;
+    int64_t bytes = 0;
+    int device = -1;
+  };
+  DeviceResult& device_result() { return device_result_; }
+
  private:
   const std::string name_;
   mutable std::mutex mu_;
@@ -72,6 +83,7 @@ class Work {
   std::vector<int64_t> result_shape_;
   std::vector<int64_t> received_splits_;
   int64_t scalar_result_ = -1;
+  DeviceResult device_result_;
 };
 
 }  // namespace hvd

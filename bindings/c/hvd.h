@@ -28,6 +28,19 @@
  *     that sticky failure. No call blocks longer than HVD_TIMEOUT (default 30 s)
  *     waiting for a peer, except a collective waiting for other ranks to submit
  *     the same tensor: see HVD_STALL_CHECK_TIME and HVD_STALL_SHUTDOWN_TIME.
+ *   Device tensors: collectives whose `device` is a CUDA device id (>= 0; -1 is
+ *     host memory) take device buffers (device or managed memory on that device)
+ *     and the caller's cudaStream_t as `stream` (NULL: the legacy default
+ *     stream). The collective starts after the work queued on that stream so far;
+ *     the handle completes once the GPU work is done, so after hvd_wait the outputs
+ *     may be used on any stream. Every rank uses one device per process set.
+ *     Results owned by a handle (allgather, alltoall, reducescatter) are then device
+ *     memory on that device; hvd_handle_release frees it in the order of `stream`,
+ *     so reads queued on that stream before the release are safe (the stream must
+ *     outlive the handle). HVD_GPU_OPERATIONS picks the engine: nccl (default) or
+ *     gloo (staged through host memory over the CPU transport; lets several ranks
+ *     share one GPU). A libhvd built without CUDA (hvd_cuda_built) refuses device
+ *     tensors with HVD_INVALID_USAGE.
  *   Lifetime: hvd_init reads the environment that dprun sets (HVD_RANK, HVD_SIZE,
  *     HVD_STORE_ADDR, ...; a process started without them is rank 0 of 1).
  *     Calls before hvd_init return HVD_NOT_INITIALIZED; calls after hvd_shutdown
@@ -129,6 +142,8 @@ typedef struct {
   double prescale_factor;   /* multiplies each input before the reduction; default 1 */
   double postscale_factor;  /* multiplies the result; default 1 */
   int32_t process_set;      /* default HVD_GLOBAL_PROCESS_SET */
+  int32_t device;           /* CUDA device of both buffers; default -1 (host memory) */
+  void* stream;             /* device tensors: the caller's cudaStream_t; default NULL */
 } hvd_allreduce_args_t;
 
 void hvd_allreduce_args_init(hvd_allreduce_args_t* args);
@@ -154,6 +169,24 @@ hvd_status_t hvd_allgather_async(const char* name, const void* sendbuf, const in
  * *handle is NULL. */
 hvd_status_t hvd_allgather(const char* name, const void* sendbuf, const int64_t* shape, int ndim,
                            hvd_dtype_t dtype, int32_t process_set, hvd_handle_t** handle);
+
+/* The device forms (see "Device tensors" above): as the _async calls, with the
+ * tensor on CUDA device `device` (-1: host) after the work queued on `stream`. */
+hvd_status_t hvd_allgather_ex(const char* name, const void* sendbuf, const int64_t* shape,
+                              int ndim, hvd_dtype_t dtype, int32_t process_set, int32_t device,
+                              void* stream, hvd_handle_t** handle);
+hvd_status_t hvd_broadcast_ex(const char* name, void* buf, int64_t count, hvd_dtype_t dtype,
+                              int root_rank, int32_t process_set, int32_t device, void* stream,
+                              hvd_handle_t** handle);
+hvd_status_t hvd_alltoall_ex(const char* name, const void* sendbuf, const int64_t* shape, int ndim,
+                             hvd_dtype_t dtype, const int64_t* splits, int nsplits,
+                             int32_t process_set, int32_t device, void* stream,
+                             hvd_handle_t** handle);
+hvd_status_t hvd_reducescatter_ex(const char* name, const void* sendbuf, const int64_t* shape,
+                                  int ndim, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                                  double prescale_factor, double postscale_factor,
+                                  int32_t process_set, int32_t device, void* stream,
+                                  hvd_handle_t** handle);
 
 /* Copies `count` elements of `buf` on `root_rank` into `buf` on every rank. */
 hvd_status_t hvd_broadcast(const char* name, void* buf, int64_t count, hvd_dtype_t dtype,
@@ -252,8 +285,8 @@ hvd_status_t hvd_wait(hvd_handle_t* handle, int64_t timeout_ms);
 void hvd_handle_release(hvd_handle_t* handle);
 
 /* The result owned by a completed handle (allgather, alltoall, reducescatter):
- * its bytes, byte count and shape. Pointers stay valid until hvd_handle_release.
- * Any out-parameter may be NULL. HVD_IN_PROGRESS if not done yet; the
+ * its bytes (device memory for a device tensor), byte count and shape.
+ * Pointers stay valid until hvd_handle_release. Any out-parameter may be NULL. HVD_IN_PROGRESS if not done yet; the
  * collective's own status if it failed; HVD_INVALID_USAGE for a collective that
  * has no such result. */
 hvd_status_t hvd_handle_result(hvd_handle_t* handle, const void** data, int64_t* nbytes,
@@ -269,6 +302,10 @@ hvd_status_t hvd_handle_received_splits(hvd_handle_t* handle, const int64_t** sp
  * to capacity-1 bytes and a NUL into buf (buf may be NULL when capacity is 0);
  * *length receives the report's full length, so a second call can size buf. */
 hvd_status_t hvd_straggler_report(char* buf, size_t capacity, size_t* length);
+
+/* *out = 1 if this libhvd was built with CUDA (device tensors accepted), else 0.
+ * Says nothing about whether a GPU is present. Never fails. */
+hvd_status_t hvd_cuda_built(int* out);
 
 /* ---- Errors ---------------------------------------------------------------- */
 

@@ -18,6 +18,7 @@
 #include "controller/launch_env.h"
 #include "controller/store.h"
 #include "controller/tcp_store.h"
+#include "runtime/device_ops.h"
 #include "runtime/runtime.h"
 
 namespace {
@@ -161,6 +162,8 @@ Status Allreduce(const hvd_allreduce_args_t* a, hvd_handle_t** handle) {
   args.prescale_factor = a->prescale_factor;
   args.postscale_factor = a->postscale_factor;
   args.process_set = a->process_set;
+  args.device = a->device;
+  args.stream = a->stream;
   std::shared_ptr<hvd::Work> work;
   HVD_RETURN_IF_ERROR(rt->Allreduce(args, &work));
   if (handle != nullptr) {
@@ -279,7 +282,8 @@ Status GroupedAllreduce(int n, const char* const* names, const void* const* send
 Status GroupedShaped(hvd::OpType type, int n, const char* const* names,
                      const void* const* sendbufs, const int64_t* const* shapes, const int* ndims,
                      const hvd_dtype_t* dtypes, hvd_reduce_op_t op, double pre, double post,
-                     int32_t ps, hvd_handle_t** handles) {
+                     int32_t ps, hvd_handle_t** handles, int32_t device = -1,
+                     void* stream = nullptr) {
   HVD_RETURN_IF_ERROR(CheckGroup(n, names, sendbufs, dtypes, handles));
   if (!shapes || !ndims) return Status::InvalidArgument("grouped call: shapes and ndims must not be NULL");
   if (type == hvd::OpType::kReducescatter) HVD_RETURN_IF_ERROR(CheckOp(names[0], op));
@@ -295,6 +299,8 @@ Status GroupedShaped(hvd::OpType type, int n, const char* const* names,
     e.input = sendbufs[i];
     e.prescale_factor = pre;
     e.postscale_factor = post;
+    e.device = device;
+    e.stream = stream;
     e.group_id = n > 1 ? group : 0;
     e.group_size = n;
   }
@@ -385,6 +391,8 @@ void hvd_allreduce_args_init(hvd_allreduce_args_t* args) {
   args->prescale_factor = 1.0;
   args->postscale_factor = 1.0;
   args->process_set = HVD_GLOBAL_PROCESS_SET;
+  args->device = -1;
+  args->stream = nullptr;
 }
 
 hvd_status_t hvd_allreduce_ex(const hvd_allreduce_args_t* args, hvd_handle_t** handle) {
@@ -425,6 +433,12 @@ hvd_status_t hvd_allreduce_async(const char* name, const void* sendbuf, void* re
 hvd_status_t hvd_allgather_async(const char* name, const void* sendbuf, const int64_t* shape,
                                  int ndim, hvd_dtype_t dtype, int32_t process_set,
                                  hvd_handle_t** handle) {
+  return hvd_allgather_ex(name, sendbuf, shape, ndim, dtype, process_set, -1, nullptr, handle);
+}
+
+hvd_status_t hvd_allgather_ex(const char* name, const void* sendbuf, const int64_t* shape,
+                              int ndim, hvd_dtype_t dtype, int32_t process_set, int32_t device,
+                              void* stream, hvd_handle_t** handle) {
   HVD_C_GUARD({
     const hvd_dtype_t dtypes[1] = {dtype};
     const int ndims[1] = {ndim};
@@ -433,12 +447,18 @@ hvd_status_t hvd_allgather_async(const char* name, const void* sendbuf, const in
     const void* bufs[1] = {sendbuf};
     if (handle == nullptr) return Report(Status::InvalidArgument("handle is NULL"));
     return Report(GroupedShaped(hvd::OpType::kAllgather, 1, names, bufs, shapes, ndims, dtypes,
-                                HVD_SUM, 1.0, 1.0, process_set, handle));
+                                HVD_SUM, 1.0, 1.0, process_set, handle, device, stream));
   })
 }
 
 hvd_status_t hvd_broadcast_async(const char* name, void* buf, int64_t count, hvd_dtype_t dtype,
                                  int root_rank, int32_t process_set, hvd_handle_t** handle) {
+  return hvd_broadcast_ex(name, buf, count, dtype, root_rank, process_set, -1, nullptr, handle);
+}
+
+hvd_status_t hvd_broadcast_ex(const char* name, void* buf, int64_t count, hvd_dtype_t dtype,
+                              int root_rank, int32_t process_set, int32_t device, void* stream,
+                              hvd_handle_t** handle) {
   HVD_C_GUARD({
     Status s = CheckName(name);
     if (s.ok()) s = CheckDtype(name, dtype);
@@ -454,6 +474,8 @@ hvd_status_t hvd_broadcast_async(const char* name, void* buf, int64_t count, hvd
     e.output = buf;
     e.shape = {count};
     e.root_rank = root_rank;
+    e.device = device;
+    e.stream = stream;
     return Report(EnqueueOne(std::move(e), process_set, handle));
   })
 }
@@ -471,6 +493,14 @@ hvd_status_t hvd_broadcast(const char* name, void* buf, int64_t count, hvd_dtype
 hvd_status_t hvd_alltoall_async(const char* name, const void* sendbuf, const int64_t* shape,
                                 int ndim, hvd_dtype_t dtype, const int64_t* splits, int nsplits,
                                 int32_t process_set, hvd_handle_t** handle) {
+  return hvd_alltoall_ex(name, sendbuf, shape, ndim, dtype, splits, nsplits, process_set, -1, nullptr,
+                         handle);
+}
+
+hvd_status_t hvd_alltoall_ex(const char* name, const void* sendbuf, const int64_t* shape, int ndim,
+                             hvd_dtype_t dtype, const int64_t* splits, int nsplits,
+                             int32_t process_set, int32_t device, void* stream,
+                             hvd_handle_t** handle) {
   HVD_C_GUARD({
     Status s = CheckName(name);
     if (s.ok()) s = CheckDtype(name, dtype);
@@ -486,6 +516,8 @@ hvd_status_t hvd_alltoall_async(const char* name, const void* sendbuf, const int
     e.type = hvd::OpType::kAlltoall;
     e.dtype = static_cast<hvd::DataType>(dtype);
     e.input = sendbuf;
+    e.device = device;
+    e.stream = stream;
     if (splits != nullptr) e.splits.assign(splits, splits + nsplits);
     return Report(EnqueueOne(std::move(e), process_set, handle));
   })
@@ -495,6 +527,15 @@ hvd_status_t hvd_reducescatter_async(const char* name, const void* sendbuf, cons
                                      int ndim, hvd_dtype_t dtype, hvd_reduce_op_t op,
                                      double prescale_factor, double postscale_factor,
                                      int32_t process_set, hvd_handle_t** handle) {
+  return hvd_reducescatter_ex(name, sendbuf, shape, ndim, dtype, op, prescale_factor,
+                              postscale_factor, process_set, -1, nullptr, handle);
+}
+
+hvd_status_t hvd_reducescatter_ex(const char* name, const void* sendbuf, const int64_t* shape,
+                                  int ndim, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                                  double prescale_factor, double postscale_factor,
+                                  int32_t process_set, int32_t device, void* stream,
+                                  hvd_handle_t** handle) {
   HVD_C_GUARD({
     const hvd_dtype_t dtypes[1] = {dtype};
     const int ndims[1] = {ndim};
@@ -503,7 +544,8 @@ hvd_status_t hvd_reducescatter_async(const char* name, const void* sendbuf, cons
     const void* bufs[1] = {sendbuf};
     if (handle == nullptr) return Report(Status::InvalidArgument("handle is NULL"));
     return Report(GroupedShaped(hvd::OpType::kReducescatter, 1, names, bufs, shapes, ndims, dtypes,
-                                op, prescale_factor, postscale_factor, process_set, handle));
+                                op, prescale_factor, postscale_factor, process_set, handle, device,
+                                stream));
   })
 }
 
@@ -742,8 +784,11 @@ hvd_status_t hvd_handle_result(hvd_handle_t* handle, const void** data, int64_t*
                                          " handle has no result buffer"));
     s = work->Wait(std::chrono::milliseconds(0));
     if (!s.ok()) return Report(s);
-    if (data) *data = work->result().data();
-    if (nbytes) *nbytes = static_cast<int64_t>(work->result().size());
+    const auto& device_result = work->device_result();
+    const bool on_device = device_result.device >= 0;
+    if (data) *data = on_device ? device_result.data.get() : work->result().data();
+    if (nbytes)
+      *nbytes = on_device ? device_result.bytes : static_cast<int64_t>(work->result().size());
     if (ndim) *ndim = static_cast<int>(work->result_shape().size());
     if (shape) *shape = work->result_shape().data();
     return HVD_SUCCESS;
@@ -811,6 +856,14 @@ hvd_status_t hvd_straggler_report(char* buf, size_t capacity, size_t* length) {
       std::memcpy(buf, report.data(), n);
       buf[n] = '\0';
     }
+    return HVD_SUCCESS;
+  })
+}
+
+hvd_status_t hvd_cuda_built(int* out) {
+  HVD_C_GUARD({
+    if (out == nullptr) return Report(Status::InvalidArgument("out is NULL"));
+    *out = hvd::CudaBuilt() ? 1 : 0;
     return HVD_SUCCESS;
   })
 }

@@ -1,0 +1,462 @@
+#include "runtime/cuda/nccl_ops.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "runtime/cuda/copy_kernels.h"
+#include "runtime/reduce_kernels.h"
+
+namespace hvd {
+namespace cuda {
+namespace {
+
+// Rows of a first dimension of `dim0` that rank r of `size` receives in a
+// reduce-scatter (the host executor's rule).
+int64_t ScatterRows(int64_t dim0, int size, int r) {
+  return dim0 / size + (r < dim0 % size ? 1 : 0);
+}
+
+std::vector<int64_t> WithFirstDim(const std::vector<int64_t>& shape, int64_t d0) {
+  std::vector<int64_t> out = shape.empty() ? std::vector<int64_t>{0} : shape;
+  out[0] = d0;
+  return out;
+}
+
+std::string Describe(const proto::Response& r) {
+  const char* op = "collective";
+  switch (r.type()) {
+    case proto::RESPONSE_ALLREDUCE: op = "allreduce"; break;
+    case proto::RESPONSE_ALLGATHER: op = "allgather"; break;
+    case proto::RESPONSE_BROADCAST: op = "broadcast"; break;
+    case proto::RESPONSE_ALLTOALL: op = "alltoall"; break;
+    case proto::RESPONSE_REDUCESCATTER: op = "reducescatter"; break;
+    default: break;
+  }
+  std::string s = std::string("NCCL ") + op + " of '" + (r.names_size() ? r.names(0) : "") + "'";
+  if (r.names_size() > 1) s += " and " + std::to_string(r.names_size() - 1) + " more";
+  return s;
+}
+
+uint8_t* At(void* base, int64_t byte_offset) { return static_cast<uint8_t*>(base) + byte_offset; }
+const uint8_t* At(const void* base, int64_t byte_offset) {
+  return static_cast<const uint8_t*>(base) + byte_offset;
+}
+
+cudaStream_t CallerStream(const TensorEntry* e) { return static_cast<cudaStream_t>(e->stream); }
+
+}  // namespace
+
+Status NcclOps::Create(const DeviceOpsOptions& options, std::unique_ptr<DeviceOps>* out) {
+  std::unique_ptr<NcclOps> ops(new NcclOps(options));
+  DeviceGuard guard(options.device);
+  const std::string dev = "cuda:" + std::to_string(options.device);
+  HVD_CUDA_RETURN(cudaSetDevice(options.device), "selecting " + dev);
+  HVD_CUDA_RETURN(cudaStreamCreateWithFlags(&ops->stream_, cudaStreamNonBlocking),
+                  "creating the NCCL stream on " + dev);
+  HVD_CUDA_RETURN(cudaEventCreateWithFlags(&ops->ready_, cudaEventDisableTiming),
+                  "creating an event on " + dev);
+  HVD_RETURN_IF_ERROR(ResultAllocator::Create(options.device, &ops->results_));
+  HVD_RETURN_IF_ERROR(
+      NcclComm::Create(options.store.get(), options.rank, options.size, options.timeout, &ops->comm_));
+  NcclComm* comm = ops->comm_.get();
+  ops->finalizer_ = std::make_unique<Finalizer>(
+      options.device, options.timeout, [comm] { return comm->CheckAsyncError(); },
+      [comm](const Status& why) { comm->Abort(why); });
+  *out = std::move(ops);
+  return Status::OK();
+}
+
+NcclOps::~NcclOps() {
+  DeviceGuard guard(options_.device);
+  finalizer_.reset();  // every queued Work completes (or fails past the timeout)
+  comm_.reset();       // aborts the communicator; its kernels exit
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (ready_ != nullptr) cudaEventDestroy(ready_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+Status NcclOps::Execute(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+  DeviceGuard guard(options_.device);
+  HVD_RETURN_IF_ERROR(comm_->status());
+  HVD_RETURN_IF_ERROR(finalizer_->status());
+  for (const TensorEntry* e : entries) {
+    if (e != nullptr && e->device != options_.device)
+      return Status::InvalidUsage("tensor '" + e->name + "' is on cuda:" + std::to_string(e->device) +
+                                  ", but this rank's NCCL communicator for the process set uses cuda:" +
+                                  std::to_string(options_.device) +
+                                  " (one device per rank and process set)");
+  }
+  HVD_RETURN_IF_ERROR(OrderAfterCallers(entries));
+  Status s;
+  switch (r.type()) {
+    case proto::RESPONSE_ALLREDUCE: s = Allreduce(r, entries); break;
+    case proto::RESPONSE_ALLGATHER: s = Allgather(r, entries); break;
+    case proto::RESPONSE_BROADCAST: s = Broadcast(r, entries); break;
+    case proto::RESPONSE_ALLTOALL: s = Alltoall(r, entries); break;
+    case proto::RESPONSE_REDUCESCATTER: s = Reducescatter(r, entries); break;
+    default:
+      s = Status::Internal("the NCCL backend cannot run response type " + std::to_string(r.type()));
+  }
+  const std::string what = Describe(r);
+  if (!s.ok()) return s.Prepend(what);
+  return Finish(what, entries);
+}
+
+Status NcclOps::OrderAfterCallers(const std::vector<TensorEntry*>& entries) {
+  std::vector<void*> seen;
+  for (const TensorEntry* e : entries) {
+    if (e == nullptr || std::find(seen.begin(), seen.end(), e->stream) != seen.end()) continue;
+    seen.push_back(e->stream);
+    const std::string what = "ordering after the caller's stream of tensor '" + e->name + "'";
+    HVD_CUDA_RETURN(cudaEventRecord(ready_, CallerStream(e)), what);
+    HVD_CUDA_RETURN(cudaStreamWaitEvent(stream_, ready_, 0), what);
+  }
+  return Status::OK();
+}
+
+Status NcclOps::Finish(const std::string& what, const std::vector<TensorEntry*>& entries) {
+  cudaEvent_t done = nullptr;
+  HVD_CUDA_RETURN(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), what + ": creating an event");
+  const cudaError_t e = cudaEventRecord(done, stream_);
+  if (e != cudaSuccess) {
+    cudaEventDestroy(done);
+    return CudaStatus(e, what + ": recording its completion");
+  }
+  std::vector<std::shared_ptr<Work>> works;
+  for (const TensorEntry* entry : entries)
+    if (entry != nullptr) works.push_back(entry->work);
+  finalizer_->Push(done, what, [works](const Status& s) {
+    for (const auto& w : works) w->Complete(s);
+  });
+  return Status::OK();
+}
+
+Status NcclOps::FillIdentity(DataType dtype, ReduceOp op, void* buf, int64_t count) {
+  if (count <= 0) return Status::OK();
+  uint64_t pattern = 0;
+  ::hvd::FillIdentity(dtype, op, &pattern, 1);
+  const size_t elem = DataTypeSize(dtype);
+  if (pattern == 0) {
+    HVD_CUDA_RETURN(cudaMemsetAsync(buf, 0, count * elem, stream_), "filling the identity");
+  } else {
+    HVD_CUDA_RETURN(LaunchFill(buf, count, elem, pattern, stream_), "filling the identity");
+  }
+  return Status::OK();
+}
+
+Status NcclOps::AllocateResult(TensorEntry* e, size_t bytes, std::shared_ptr<void>* out) {
+  HVD_RETURN_IF_ERROR(results_->Allocate(bytes, stream_, CallerStream(e), out));
+  auto& d = e->work->device_result();
+  d.data = *out;
+  d.bytes = static_cast<int64_t>(bytes);
+  d.device = options_.device;
+  return Status::OK();
+}
+
+Status NcclOps::Fusion(size_t bytes, void** out) {
+  return fusion_.Get(bytes, static_cast<size_t>(options_.fusion_threshold), stream_, out);
+}
+
+Status NcclOps::Allreduce(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+  const DataType dtype = static_cast<DataType>(r.dtype());
+  const ReduceOp op = static_cast<ReduceOp>(r.reduce_op());
+  const size_t elem = DataTypeSize(dtype);
+  const int n = r.names_size();
+  const int64_t total = std::accumulate(r.counts().begin(), r.counts().end(), int64_t{0});
+  const double pre = r.prescale_factor();
+  const double post = r.postscale_factor();
+  // ncclAvg divides by the communicator's size; with joined ranks the copy out
+  // divides the sum by the ranks that contributed instead.
+  ReduceOp nccl_op = op;
+  int64_t divisor = 1;
+  if (op == ReduceOp::kAverage && r.joined_ranks_size() > 0) {
+    nccl_op = ReduceOp::kSum;
+    divisor = comm_->size() - r.joined_ranks_size();
+  }
+  auto reduce = [&](const void* src, void* dst) {
+    if (total == 0) return Status::OK();
+    return comm_->Run("ncclAllReduce", [&](ncclComm_t c) {
+      return ncclAllReduce(src, dst, static_cast<size_t>(total), NcclType(dtype), NcclOp(nccl_op), c,
+                           stream_);
+    });
+  };
+
+  if (n == 1 && entries[0] != nullptr) {
+    TensorEntry* e = entries[0];
+    const void* src = e->input;
+    if (pre != 1.0 && total > 0) {
+      HVD_CUDA_RETURN(LaunchScaledCopies(dtype, {{e->input, e->output, total}}, 1, pre, stream_),
+                      "prescaling");
+      src = e->output;
+    }
+    HVD_RETURN_IF_ERROR(reduce(src, e->output));
+    if ((post != 1.0 || divisor != 1) && total > 0)
+      HVD_CUDA_RETURN(LaunchScaledCopies(dtype, {{e->output, e->output, total}}, divisor, post, stream_),
+                      "postscaling");
+    return Status::OK();
+  }
+
+  void* buf = nullptr;
+  HVD_RETURN_IF_ERROR(Fusion(total * elem, &buf));
+  std::vector<CopyDesc> in, out;
+  int64_t offset = 0;
+  for (int i = 0; i < n; ++i) {
+    const int64_t count = r.counts(i);
+    uint8_t* slot = At(buf, offset * static_cast<int64_t>(elem));
+    if (entries[i] != nullptr) {
+      if (count > 0) {
+        in.push_back({entries[i]->input, slot, count});
+        out.push_back({slot, entries[i]->output, count});
+      }
+    } else {
+      HVD_RETURN_IF_ERROR(FillIdentity(dtype, op, slot, count));
+    }
+    offset += count;
+  }
+  HVD_CUDA_RETURN(LaunchScaledCopies(dtype, in, 1, pre, stream_), "copying into the fusion buffer");
+  HVD_RETURN_IF_ERROR(reduce(buf, buf));
+  HVD_CUDA_RETURN(LaunchScaledCopies(dtype, out, divisor, post, stream_),
+                  "copying out of the fusion buffer");
+  return Status::OK();
+}
+
+// Fused allgather: every rank's inputs travel as one contiguous segment per rank
+// (its tensors back to back); each tensor's result is then the concatenation of
+// its block from every rank's segment.
+Status NcclOps::Allgather(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+  const int size = comm_->size();
+  const int me = comm_->rank();
+  const int n = r.names_size();
+  const DataType dtype = static_cast<DataType>(r.dtype());
+  const int64_t elem = static_cast<int64_t>(DataTypeSize(dtype));
+  auto rows_of = [&](int i, int rank) { return r.rank_dims(i * size + rank); };
+  auto block = [&](int i, int rank) { return rows_of(i, rank) * r.counts(i) * elem; };
+  std::vector<int64_t> bytes_per_rank(size, 0), seg_start(size, 0);
+  for (int rank = 0; rank < size; ++rank)
+    for (int i = 0; i < n; ++i) bytes_per_rank[rank] += block(i, rank);
+  for (int rank = 1; rank < size; ++rank) seg_start[rank] = seg_start[rank - 1] + bytes_per_rank[rank - 1];
+  const int64_t total = seg_start[size - 1] + bytes_per_rank[size - 1];
+
+  const void* send = nullptr;
+  if (n == 1) {
+    send = entries[0] != nullptr ? entries[0]->input : nullptr;
+  } else if (bytes_per_rank[me] > 0) {
+    void* packed = nullptr;
+    HVD_RETURN_IF_ERROR(scratch_.Get(bytes_per_rank[me], 0, stream_, &packed));
+    std::vector<CopyDesc> pack;
+    int64_t off = 0;
+    for (int i = 0; i < n; ++i) {
+      if (entries[i] != nullptr && block(i, me) > 0)
+        pack.push_back({entries[i]->input, At(packed, off), rows_of(i, me) * r.counts(i)});
+      off += block(i, me);
+    }
+    HVD_CUDA_RETURN(LaunchScaledCopies(dtype, pack, 1, 1.0, stream_), "packing the allgather input");
+    send = packed;
+  }
+  void* gathered = nullptr;
+  if (n == 1 && entries[0] != nullptr) {
+    std::shared_ptr<void> result;
+    HVD_RETURN_IF_ERROR(AllocateResult(entries[0], total, &result));
+    gathered = result.get();
+  } else {
+    HVD_RETURN_IF_ERROR(Fusion(total, &gathered));
+  }
+
+  const bool even = std::all_of(bytes_per_rank.begin(), bytes_per_rank.end(),
+                                [&](int64_t b) { return b == bytes_per_rank[0]; });
+  if (total > 0) {
+    HVD_RETURN_IF_ERROR(comm_->Run(even ? "ncclAllGather" : "ncclBroadcast (allgatherv)", [&](ncclComm_t c) {
+      if (even)
+        return ncclAllGather(send, gathered, static_cast<size_t>(bytes_per_rank[0]), ncclUint8, c, stream_);
+      ncclResult_t res = ncclGroupStart();
+      if (res != ncclSuccess) return res;
+      for (int rank = 0; rank < size; ++rank) {
+        if (bytes_per_rank[rank] == 0) continue;
+        uint8_t* dst = At(gathered, seg_start[rank]);
+        res = ncclBroadcast(rank == me ? send : dst, dst, static_cast<size_t>(bytes_per_rank[rank]),
+                            ncclUint8, rank, c, stream_);
+        if (res != ncclSuccess && res != ncclInProgress) {
+          ncclGroupEnd();
+          return res;
+        }
+      }
+      return ncclGroupEnd();
+    }));
+  }
+
+  std::vector<CopyDesc> unpack;
+  std::vector<int64_t> within(size, 0);  // offset of tensor i inside each rank's segment
+  for (int i = 0; i < n; ++i) {
+    TensorEntry* e = entries[i];
+    int64_t rows = 0;
+    for (int rank = 0; rank < size; ++rank) rows += rows_of(i, rank);
+    if (e != nullptr) {
+      if (n > 1) {
+        std::shared_ptr<void> result;
+        HVD_RETURN_IF_ERROR(AllocateResult(e, rows * r.counts(i) * elem, &result));
+        int64_t off = 0;
+        for (int rank = 0; rank < size; ++rank) {
+          if (block(i, rank) > 0)
+            unpack.push_back({At(gathered, seg_start[rank] + within[rank]), At(result.get(), off),
+                              rows_of(i, rank) * r.counts(i)});
+          off += block(i, rank);
+        }
+      }
+      e->work->result_shape() = WithFirstDim(e->shape, rows);
+    }
+    for (int rank = 0; rank < size; ++rank) within[rank] += block(i, rank);
+  }
+  HVD_CUDA_RETURN(LaunchScaledCopies(dtype, unpack, 1, 1.0, stream_), "unpacking the allgather result");
+  return Status::OK();
+}
+
+Status NcclOps::Broadcast(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+  TensorEntry* e = entries[0];
+  if (e == nullptr) return Status::OK();
+  const int64_t bytes = r.counts(0) * static_cast<int64_t>(DataTypeSize(static_cast<DataType>(r.dtype())));
+  if (bytes == 0) return Status::OK();
+  return comm_->Run("ncclBroadcast", [&](ncclComm_t c) {
+    return ncclBroadcast(e->input, e->output, static_cast<size_t>(bytes), ncclUint8, r.root_rank(), c,
+                         stream_);
+  });
+}
+
+Status NcclOps::Alltoall(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+  TensorEntry* e = entries[0];
+  if (e == nullptr) return Status::OK();
+  const int size = comm_->size();
+  const int me = comm_->rank();
+  const int64_t row_bytes =
+      r.counts(0) * static_cast<int64_t>(DataTypeSize(static_cast<DataType>(r.dtype())));
+  std::vector<int64_t> send(size), recv(size), send_off(size, 0), recv_off(size, 0);
+  auto& splits = e->work->received_splits();
+  splits.assign(size, 0);
+  int64_t recv_rows = 0;
+  for (int peer = 0; peer < size; ++peer) {
+    send[peer] = r.split_matrix(me * size + peer) * row_bytes;
+    recv[peer] = r.split_matrix(peer * size + me) * row_bytes;
+    splits[peer] = r.split_matrix(peer * size + me);
+    recv_rows += splits[peer];
+    if (peer > 0) {
+      send_off[peer] = send_off[peer - 1] + send[peer - 1];
+      recv_off[peer] = recv_off[peer - 1] + recv[peer - 1];
+    }
+  }
+  std::shared_ptr<void> result;
+  HVD_RETURN_IF_ERROR(AllocateResult(e, recv_rows * row_bytes, &result));
+  void* out = result.get();
+  e->work->result_shape() = WithFirstDim(e->shape, recv_rows);
+  if (recv[me] > 0)
+    HVD_CUDA_RETURN(cudaMemcpyAsync(At(out, recv_off[me]), At(e->input, send_off[me]), recv[me],
+                                    cudaMemcpyDeviceToDevice, stream_),
+                    "copying this rank's own alltoall rows");
+  bool traffic = false;
+  for (int peer = 0; peer < size; ++peer)
+    if (peer != me && (send[peer] > 0 || recv[peer] > 0)) traffic = true;
+  if (!traffic) return Status::OK();
+  return comm_->Run("ncclSend/ncclRecv (alltoall)", [&](ncclComm_t c) {
+    ncclResult_t res = ncclGroupStart();
+    if (res != ncclSuccess) return res;
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == me) continue;
+      if (send[peer] > 0) {
+        res = ncclSend(At(e->input, send_off[peer]), static_cast<size_t>(send[peer]), ncclUint8, peer, c,
+                       stream_);
+        if (res != ncclSuccess && res != ncclInProgress) break;
+      }
+      if (recv[peer] > 0) {
+        res = ncclRecv(At(out, recv_off[peer]), static_cast<size_t>(recv[peer]), ncclUint8, peer, c, stream_);
+        if (res != ncclSuccess && res != ncclInProgress) break;
+      }
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    return res != ncclSuccess && res != ncclInProgress ? res : end;
+  });
+}
+
+// Fused reduce-scatter: block k of the buffer holds rank k's rows of every tensor,
+// padded to the largest block, so that ncclReduceScatter's equal counts apply.
+Status NcclOps::Reducescatter(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+  const DataType dtype = static_cast<DataType>(r.dtype());
+  const ReduceOp op = static_cast<ReduceOp>(r.reduce_op());
+  const int64_t elem = static_cast<int64_t>(DataTypeSize(dtype));
+  const int size = comm_->size();
+  const int me = comm_->rank();
+  const int n = r.names_size();
+  auto row = [&](int i) { return r.rank_dims(i) > 0 ? r.counts(i) / r.rank_dims(i) : 0; };
+  auto rows = [&](int i, int rank) { return ScatterRows(r.rank_dims(i), size, rank); };
+  std::vector<int64_t> recv_counts(size, 0);
+  for (int rank = 0; rank < size; ++rank)
+    for (int i = 0; i < n; ++i) recv_counts[rank] += rows(i, rank) * row(i);
+  const int64_t block = *std::max_element(recv_counts.begin(), recv_counts.end());
+  const bool even = std::all_of(recv_counts.begin(), recv_counts.end(),
+                                [&](int64_t c) { return c == block; });
+  ReduceOp nccl_op = op;
+  int64_t divisor = 1;
+  if (op == ReduceOp::kAverage && r.joined_ranks_size() > 0) {
+    nccl_op = ReduceOp::kSum;
+    divisor = size - r.joined_ranks_size();
+  }
+  const double pre = r.prescale_factor();
+  const double post = r.postscale_factor();
+
+  std::vector<void*> results(n, nullptr);
+  for (int i = 0; i < n; ++i) {
+    TensorEntry* e = entries[i];
+    if (e == nullptr) continue;
+    std::shared_ptr<void> result;
+    HVD_RETURN_IF_ERROR(AllocateResult(e, rows(i, me) * row(i) * elem, &result));
+    results[i] = result.get();
+    e->work->result_shape() = WithFirstDim(e->shape, rows(i, me));
+  }
+  auto scatter = [&](const void* src, void* dst) {
+    if (block == 0) return Status::OK();
+    return comm_->Run("ncclReduceScatter", [&](ncclComm_t c) {
+      return ncclReduceScatter(src, dst, static_cast<size_t>(block), NcclType(dtype), NcclOp(nccl_op), c,
+                               stream_);
+    });
+  };
+
+  if (n == 1 && entries[0] != nullptr && pre == 1.0 && even) {
+    // The input is already `size` equal blocks in rank order.
+    HVD_RETURN_IF_ERROR(scatter(entries[0]->input, results[0]));
+    if ((post != 1.0 || divisor != 1) && block > 0)
+      HVD_CUDA_RETURN(LaunchScaledCopies(dtype, {{results[0], results[0], block}}, divisor, post, stream_),
+                      "postscaling");
+    return Status::OK();
+  }
+
+  void* buf = nullptr;
+  void* mine = nullptr;
+  HVD_RETURN_IF_ERROR(Fusion(size * block * elem, &buf));
+  HVD_RETURN_IF_ERROR(scratch_.Get(block * elem, 0, stream_, &mine));
+  if (std::find(entries.begin(), entries.end(), nullptr) != entries.end())
+    HVD_RETURN_IF_ERROR(FillIdentity(dtype, op, buf, size * block));
+  std::vector<CopyDesc> in;
+  for (int rank = 0; rank < size; ++rank) {
+    int64_t off = rank * block;
+    for (int i = 0; i < n; ++i) {
+      int64_t first_row = 0;
+      for (int k = 0; k < rank; ++k) first_row += rows(i, k);
+      const int64_t count = rows(i, rank) * row(i);
+      if (entries[i] != nullptr && count > 0)
+        in.push_back({At(entries[i]->input, first_row * row(i) * elem), At(buf, off * elem), count});
+      off += count;
+    }
+  }
+  HVD_CUDA_RETURN(LaunchScaledCopies(dtype, in, 1, pre, stream_), "copying into the fusion buffer");
+  HVD_RETURN_IF_ERROR(scatter(buf, mine));
+  std::vector<CopyDesc> out;
+  int64_t off = 0;
+  for (int i = 0; i < n; ++i) {
+    const int64_t count = rows(i, me) * row(i);
+    if (entries[i] != nullptr && count > 0) out.push_back({At(mine, off * elem), results[i], count});
+    off += count;
+  }
+  HVD_CUDA_RETURN(LaunchScaledCopies(dtype, out, divisor, post, stream_), "copying out of the fusion buffer");
+  return Status::OK();
+}
+
+}  // namespace cuda
+}  // namespace hvd

@@ -1,0 +1,85 @@
+// NcclOps: device collectives over one NCCL communicator (HVD_GPU_OPERATIONS=nccl).
+//
+// Every response runs on one dedicated non-blocking stream per rank, which first
+// waits (by an event) for the work each caller queued on its own stream. The
+// terms below follow the host executor (runtime/executor.h):
+//   - allreduce: a lone tensor is reduced from its input into its output; fused
+//     tensors are copied into the persistent device fusion buffer by one batched
+//     kernel (prescale on the way in), reduced in place, and copied out by another
+//     (postscale on the way out). AVERAGE is ncclAvg, except with joined ranks,
+//     where the sum is divided by the contributing ranks in the copy out. A joined
+//     rank contributes the op's identity.
+//   - allgather: ncclAllGather when every rank sends as many bytes, else one
+//     grouped ncclBroadcast per rank (an allgatherv). Fused tensors travel as one
+//     segment per rank and are reassembled by one batched copy.
+//   - broadcast: ncclBroadcast from the input into the output.
+//   - alltoall: grouped ncclSend/ncclRecv per peer; a local copy to itself.
+//   - reducescatter: ncclReduceScatter over blocks padded to the largest rank's
+//     share (the first dim0 % size ranks get one extra row).
+// Results of unknown size (allgather, alltoall, reducescatter) are device memory
+// from a stream-ordered pool, owned by the Work.
+//
+// Execute only queues work: the Works complete from the finalizer thread once an
+// event recorded after the response has fired (see finalizer.h for the timeout and
+// the asynchronous error checks). The stream orders responses, so the fusion
+// buffer is reused without waiting.
+#ifndef HVD_RUNTIME_CUDA_NCCL_OPS_H_
+#define HVD_RUNTIME_CUDA_NCCL_OPS_H_
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/cuda/cuda_util.h"
+#include "runtime/cuda/finalizer.h"
+#include "runtime/cuda/nccl_comm.h"
+#include "runtime/device_ops.h"
+
+namespace hvd {
+namespace cuda {
+
+class NcclOps : public DeviceOps {
+ public:
+  // Collective over the communicator: creates the NCCL communicator on
+  // options.device, bounded by options.timeout.
+  static Status Create(const DeviceOpsOptions& options, std::unique_ptr<DeviceOps>* out);
+  // Waits for queued work (bounded by the timeout), then aborts the communicator.
+  ~NcclOps() override;
+
+  Status Execute(const proto::Response& r, const std::vector<TensorEntry*>& entries) override;
+
+ private:
+  explicit NcclOps(const DeviceOpsOptions& options) : options_(options) {}
+
+  Status Allreduce(const proto::Response& r, const std::vector<TensorEntry*>& entries);
+  Status Allgather(const proto::Response& r, const std::vector<TensorEntry*>& entries);
+  Status Broadcast(const proto::Response& r, const std::vector<TensorEntry*>& entries);
+  Status Alltoall(const proto::Response& r, const std::vector<TensorEntry*>& entries);
+  Status Reducescatter(const proto::Response& r, const std::vector<TensorEntry*>& entries);
+
+  // Makes stream_ wait for the work queued so far on each entry's caller stream.
+  Status OrderAfterCallers(const std::vector<TensorEntry*>& entries);
+  // Records the completion event and hands the entries' Works to the finalizer.
+  Status Finish(const std::string& what, const std::vector<TensorEntry*>& entries);
+  // Fills `count` elements at `buf` with the identity of `op`.
+  Status FillIdentity(DataType dtype, ReduceOp op, void* buf, int64_t count);
+  // A device result of `bytes` for entry `e`, freed in the order of e's stream.
+  Status AllocateResult(TensorEntry* e, size_t bytes, std::shared_ptr<void>* out);
+  Status Fusion(size_t bytes, void** out);
+
+  DeviceOpsOptions options_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;  // recorded on callers' streams; stream_ waits on it
+  std::unique_ptr<NcclComm> comm_;
+  std::unique_ptr<ResultAllocator> results_;
+  PersistentBuffer fusion_;
+  PersistentBuffer scratch_;
+  std::unique_ptr<Finalizer> finalizer_;
+};
+
+}  // namespace cuda
+}  // namespace hvd
+
+#endif  // HVD_RUNTIME_CUDA_NCCL_OPS_H_
