@@ -1,6 +1,7 @@
 #include "controller/negotiation.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <sstream>
 
@@ -35,7 +36,7 @@ std::string Number(double v) {
     std::ostringstream o;
     o.precision(precision);
     o << v;
-    if (std::stod(o.str()) == v) return o.str();
+    if (std::strtod(o.str().c_str(), nullptr) == v) return o.str();
   }
   std::ostringstream o;
   o.precision(17);
@@ -119,9 +120,10 @@ std::string CheckAgreement(const std::string& name, const std::vector<proto::Req
     return Differ("root rank", requests,
                   [](const proto::Request& r) { return std::to_string(r.root_rank()); });
   };
+  // Host versus GPU must agree; the GPU index may differ (rank r usually drives cuda:r).
   auto device = [&] {
     return Differ("device", requests, [](const proto::Request& r) {
-      return r.device() < 0 ? std::string("cpu") : "cuda:" + std::to_string(r.device());
+      return std::string(r.device() < 0 ? "cpu" : "cuda");
     });
   };
   auto splits_given = [&] {
@@ -230,7 +232,8 @@ void MessageTable::Add(int rank, const proto::Request& request, Clock::time_poin
   ++e.count;
   e.last_seen = now;
   e.last_rank = rank;
-  if (IsReady(e)) ready_.push_back(request.name());
+  if (IsReady(e) && std::find(ready_.begin(), ready_.end(), request.name()) == ready_.end())
+    ready_.push_back(request.name());
 }
 
 bool MessageTable::IsReady(const Entry& e) const {

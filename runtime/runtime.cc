@@ -210,6 +210,15 @@ Status Runtime::ValidateEntry(const TensorEntry& e) const {
                                    std::to_string(static_cast<int>(e.reduce_op)));
   for (int64_t d : e.shape)
     if (d < 0) return Status::InvalidArgument(t + "negative dimension " + std::to_string(d));
+  // Elements and bytes must fit int64 (with room for a whole job's worth of ranks).
+  int64_t elements = 1;
+  for (int64_t d : e.shape)
+    if (__builtin_mul_overflow(elements, d, &elements) || elements > (int64_t{1} << 48))
+      return Status::InvalidArgument(t + "shape has more than 2^48 elements");
+  int64_t split_sum = 0;
+  for (int64_t v : e.splits)
+    if (v > 0 && __builtin_add_overflow(split_sum, v, &split_sum))
+      return Status::InvalidArgument(t + "split sizes add up past int64");
   // Barriers and joins move no data (a barrier's shape may carry a rank list).
   const bool has_data =
       e.type != OpType::kBarrier && e.type != OpType::kJoin && e.NumElements() > 0;

@@ -34,6 +34,8 @@ class Work {
   // Waits up to `timeout` (negative: until done). Returns kInProgress if still
   // running, else the final status.
   Status Wait(std::chrono::milliseconds timeout) const {
+    // wait_for converts to nanoseconds; anything past ~100 years waits "forever".
+    if (timeout > std::chrono::hours(24 * 365 * 100)) timeout = std::chrono::milliseconds(-1);
     std::unique_lock<std::mutex> lock(mu_);
     if (timeout.count() < 0) {
       cv_.wait(lock, [&] { return done_; });

@@ -66,7 +66,8 @@ typedef enum {
   HVD_REMOTE_ERROR,     /* a peer was lost or failed */
   HVD_SHUT_DOWN,        /* the runtime has shut down */
   HVD_INTERNAL,         /* a bug in dprun: please report it */
-  HVD_IN_PROGRESS       /* hvd_wait timed out before the collective completed */
+  HVD_IN_PROGRESS,      /* hvd_wait timed out before the collective completed */
+  HVD_STATUS_FORCE_INT32 = 0x7fffffff /* not a status: makes the type span int32 */
 } hvd_status_t;
 
 typedef enum {
@@ -77,12 +78,20 @@ typedef enum {
   HVD_INT8,
   HVD_UINT8,
   HVD_INT32,
-  HVD_INT64
+  HVD_INT64,
+  HVD_DTYPE_FORCE_INT32 = 0x7fffffff /* not a dtype: makes the type span int32 */
 } hvd_dtype_t;
 
 /* HVD_AVERAGE divides the sum by the number of contributing ranks; on integer
  * types the division truncates toward zero. */
-typedef enum { HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX, HVD_PRODUCT } hvd_reduce_op_t;
+typedef enum {
+  HVD_SUM,
+  HVD_AVERAGE,
+  HVD_MIN,
+  HVD_MAX,
+  HVD_PRODUCT,
+  HVD_REDUCE_OP_FORCE_INT32 = 0x7fffffff /* not an op: makes the type span int32 */
+} hvd_reduce_op_t;
 
 /* An in-flight collective. */
 typedef struct hvd_handle hvd_handle_t;

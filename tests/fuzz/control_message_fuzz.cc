@@ -11,7 +11,7 @@
 //           its tensors need; no tensor may get two responses in one cycle. Rank 0's
 //           own list keeps its tensor queue's rule (no name twice in flight); the
 //           peers' bytes are arbitrary, except for inputs that trip a bug already
-//           reported (KnownIssue and F5 below: delete those checks once fixed).
+//           reported (KnownIssue below: delete its checks once fixed).
 //   mode 2  the Gloo control channel's frame: rank 1 sends a raw frame (8-byte length
 //           header, inline bytes, tail) to rank 0's Gather over real Gloo on
 //           127.0.0.1. A length above the channel's limit must be refused at once,
@@ -165,16 +165,10 @@ void CheckExecutable(const hvd::proto::ResponseList& list, int size) {
 // run can look for new ones. Delete an entry once its fix lands.
 bool KnownIssue(const hvd::proto::RequestList& list) {
   for (const auto& r : list.requests()) {
-    // F1: Number() in controller/negotiation.cc calls std::stod on the printed value;
-    // for a subnormal scale factor stod throws std::out_of_range, which ends the
-    // coordinator with std::terminate.
-    if (std::fpclassify(r.prescale_factor()) == FP_SUBNORMAL ||
-        std::fpclassify(r.postscale_factor()) == FP_SUBNORMAL)
-      return true;
-    // F3: element counts, byte counts and split sums are computed in int64 without
+    // F3: the sending rank's ValidateEntry bounds element counts (2^48) and split
+    // sums, but the coordinator trusts its peers and computes sizes in int64 without
     // overflow checks (negotiation.cc NumElements, BuildResponse, BuildSplitMatrix;
-    // fusion_planner.cc ResponseTensorBytes), and ValidateEntry on the sending rank
-    // does not bound them either. Skip shapes or splits past 2^50 bytes or rows.
+    // fusion_planner.cc ResponseTensorBytes). Skip shapes or splits past 2^50.
     constexpr int64_t kBound = int64_t{1} << 50;
     int64_t bytes = 8, rows = 0;
     for (int64_t d : r.shape()) {
@@ -207,21 +201,6 @@ void FuzzCoordinator(Reader& in) {
   FakeChannel* peers = channel.get();
   hvd::Controller controller(std::move(channel), opts);
 
-  // F5 (known issue): ranks that sent JOIN, until the join completes.
-  std::vector<bool> joined(size, false);
-  // F5: MessageTable::Add (negotiation.cc) pushes a tensor onto the ready list on
-  // every Add that finds it ready, so when a joined rank submits an allreduce in the
-  // same cycle as a lower rank, the name is ready twice and the second BuildResponse
-  // trips HVD_CHECK(it != entries_.end()) at negotiation.cc:267. Skip such cycles.
-  auto joined_rank_submits = [&](int r, const hvd::proto::RequestList& list) {
-    bool allreduce = false;
-    for (const auto& req : list.requests()) {
-      allreduce = allreduce || req.type() == hvd::proto::ALLREDUCE;
-      if (req.type() == hvd::proto::JOIN) joined[r] = true;
-    }
-    return allreduce && joined[r];
-  };
-
   std::set<std::string> in_flight;  // rank 0's names submitted and not yet answered
   auto now = hvd::Clock::time_point{} + std::chrono::hours(1);
   for (int cycle = 0; cycle < 64 && !in.empty(); ++cycle) {
@@ -237,11 +216,11 @@ void FuzzCoordinator(Reader& in) {
         if (in_flight.insert(req.name()).second) *queued.add_requests() = req;
       mine = std::move(queued);
     }
-    if (KnownIssue(mine) || joined_rank_submits(0, mine)) return;
+    if (KnownIssue(mine)) return;
     for (int r = 1; r < size; ++r) {
       std::string bytes = in.Bytes(in.U16());
       hvd::proto::RequestList list;
-      if (list.ParseFromString(bytes) && (KnownIssue(list) || joined_rank_submits(r, list))) return;
+      if (list.ParseFromString(bytes) && KnownIssue(list)) return;
       peers->SetPeer(r, std::move(bytes));
     }
     hvd::proto::ResponseList out;

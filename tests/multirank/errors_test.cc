@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "tests/test_util.h"
 
 namespace hvd {
@@ -110,6 +112,15 @@ TEST(Errors, BadArgumentsGetTheirOwnStatus) {
     s = rt.Allreduce(args, &w);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_THAT(s.message(), HasSubstr("longer than the limit of 1024"));
+    // F3/F4: counts whose bytes overflow are refused, not run.
+    args.name = "huge";
+    args.count = int64_t{1} << 61;
+    s = rt.Allreduce(args, &w);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("more than 2^48 elements"));
+    args.count = std::numeric_limits<int64_t>::max();
+    EXPECT_EQ(rt.Allreduce(args, &w).code(), StatusCode::kInvalidArgument);
+    args.count = 4;
     args.name = "unknown-set";
     args.process_set = 17;
     s = rt.Allreduce(args, &w);

@@ -336,7 +336,14 @@ TEST(CheckAgreementTest, AllgatherNumberOfDimensions) {
 
 TEST(CheckAgreementTest, Device) {
   ExpectMismatch(Allreduce("w", 4), [](proto::Request* r) { r->set_device(0); },
-                 {"device", "rank 0 has cpu; rank 1 has cuda:0"});
+                 {"device", "rank 0 has cpu; rank 1 has cuda"});
+}
+
+TEST(CheckAgreementTest, GpuIndexMayDifferAcrossRanks) {
+  proto::Request a = Allreduce("w", 4), b = Allreduce("w", 4);
+  a.set_device(0);
+  b.set_device(1);
+  EXPECT_EQ(CheckAgreement("w", FromRanks({a, b})), "");
 }
 
 TEST(CheckAgreementTest, ReducescatterShapeAndOp) {
