@@ -39,6 +39,9 @@ class ControlChannel {
   // Peers this rank has lost contact with (their connection closed), ascending.
   virtual std::vector<int> lost_peers() const { return {}; }
 
+  // As Backend::Abort: peers waiting on this rank fail now with `why`.
+  virtual void Abort(const Status& why) { (void)why; }
+
   virtual int rank() const = 0;
   virtual int size() const = 0;
 };

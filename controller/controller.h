@@ -70,6 +70,9 @@ class Controller {
   int rank() const { return channel_->rank(); }
   int size() const { return channel_->size(); }
 
+  // See ControlChannel::Abort.
+  void Abort(const Status& why) { channel_->Abort(why); }
+
   // Counters since construction, for tests and benchmarks.
   struct Stats {
     int64_t cycles = 0;

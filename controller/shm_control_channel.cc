@@ -53,6 +53,11 @@ class ShmControlChannel : public ControlChannel {
     return Status::OK();
   }
 
+  void Abort(const Status& why) override {
+    if (broken_.ok()) broken_ = why;
+    seg_->Abort(why);
+  }
+
   Status Broadcast(std::string* msg) override {
     if (!broken_.ok()) return broken_;
     if (size() == 1) return Status::OK();

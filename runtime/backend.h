@@ -48,6 +48,12 @@ class Backend {
                                DataType dtype, ReduceOp op) = 0;
 
   virtual Status Barrier() = 0;
+
+  // Makes peers that wait on this rank, now or later, fail at once with `why`
+  // instead of waiting out their timeouts; the backend is broken afterwards. Called
+  // by the runtime when the job fails. Backends whose peers notice a closed
+  // connection need do nothing.
+  virtual void Abort(const Status& why) { (void)why; }
 };
 
 }  // namespace hvd

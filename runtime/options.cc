@@ -1,10 +1,12 @@
 #include "runtime/options.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
+#include <vector>
 
 namespace hvd {
 namespace {
@@ -136,14 +138,20 @@ Status ParseProcessSets(const RuntimeOptions::GetEnv& env, std::vector<std::vect
   return Status::OK();
 }
 
-// "nccl" or "gloo", in any case.
-Status ParseGpuOperations(const RuntimeOptions::GetEnv& env, std::string* out) {
+// One of `choices`, in any case.
+Status ParseChoice(const RuntimeOptions::GetEnv& env, std::initializer_list<const char*> names,
+                   const std::vector<std::string>& choices, std::string* out) {
   const char* which = nullptr;
-  const char* v = Lookup(env, {"HVD_GPU_OPERATIONS"}, &which);
+  const char* v = Lookup(env, names, &which);
   if (v == nullptr || *v == '\0') return Status::OK();
   std::string s(v);
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (s != "nccl" && s != "gloo") return Bad(which, v, "nccl or gloo");
+  if (std::find(choices.begin(), choices.end(), s) == choices.end()) {
+    std::string expected;
+    for (size_t i = 0; i < choices.size(); ++i)
+      expected += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+    return Bad(which, v, expected.c_str());
+  }
   *out = s;
   return Status::OK();
 }
@@ -175,7 +183,11 @@ Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
   HVD_RETURN_IF_ERROR(
       ParseInt(env, {"HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY"}, 0, &o.cache_capacity));
 
-  HVD_RETURN_IF_ERROR(ParseGpuOperations(env, &o.gpu_operations));
+  HVD_RETURN_IF_ERROR(ParseChoice(env, {"HVD_GPU_OPERATIONS", "HOROVOD_GPU_OPERATIONS"},
+                                  {"nccl", "gloo"}, &o.gpu_operations));
+  HVD_RETURN_IF_ERROR(ParseChoice(env, {"HVD_CPU_OPERATIONS", "HOROVOD_CPU_OPERATIONS"},
+                                  {"auto", "shm", "gloo"}, &o.cpu_operations));
+  ParseString(env, {"HVD_HOST_ID"}, &o.host_id);
 
   HVD_RETURN_IF_ERROR(ParseSeconds(env, {"HVD_TIMEOUT"}, &o.timeout));
   HVD_RETURN_IF_ERROR(ParseSeconds(
@@ -210,6 +222,9 @@ Status RuntimeOptions::Validate() const {
   if (cycle_time.count() <= 0) return Status::InvalidArgument("HVD_CYCLE_TIME must be positive");
   if (gpu_operations != "nccl" && gpu_operations != "gloo")
     return Status::InvalidArgument("HVD_GPU_OPERATIONS='" + gpu_operations + "' is not nccl or gloo");
+  if (cpu_operations != "auto" && cpu_operations != "shm" && cpu_operations != "gloo")
+    return Status::InvalidArgument("HVD_CPU_OPERATIONS='" + cpu_operations +
+                                   "' is not auto, shm or gloo");
   for (const auto& set : process_sets)
     for (int r : set)
       if (r >= size)

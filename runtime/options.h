@@ -49,6 +49,17 @@ struct RuntimeOptions {
   // lets several ranks share one GPU, which NCCL refuses).
   std::string gpu_operations = "nccl";  // HVD_GPU_OPERATIONS=nccl|gloo (any case)
 
+  // --- Host tensors. "auto": ranks that share a host move data and run the
+  // coordinator's exchange through shared memory, and a communicator spanning hosts
+  // all-reduces hierarchically (shared memory inside each host, Gloo across);
+  // Gloo is kept where /dev/shm is too small. "shm": the same, but a /dev/shm too
+  // small is an error. "gloo": Gloo's TCP transport for everything.
+  std::string cpu_operations = "auto";  // HVD_CPU_OPERATIONS=auto|shm|gloo, HOROVOD_CPU_OPERATIONS
+  // Ranks share memory when their host ids are equal. Empty (the default): the
+  // kernel's boot id plus the device of /dev/shm, so separate machines and
+  // containers with private /dev/shm never match. Set to group ranks by hand.
+  std::string host_id;  // HVD_HOST_ID
+
   // --- Bounds on waiting.
   std::chrono::milliseconds timeout{30000};     // HVD_TIMEOUT (s): a collective, a cycle or rendezvous
   std::chrono::milliseconds stall_check{60000}; // HVD_STALL_CHECK_TIME (s), HOROVOD_STALL_CHECK_TIME_SECONDS

@@ -6,6 +6,7 @@
 
 #include "controller/control_channel.h"
 #include "runtime/gloo_backend.h"
+#include "runtime/host_plane.h"
 
 namespace hvd {
 namespace {
@@ -53,10 +54,28 @@ Status Runtime::Connect(int id, const std::vector<int>& ranks, std::shared_ptr<C
   comm->rank = my;
   comm->size = static_cast<int>(ranks.size());
   const std::string scope = id == 0 ? "global/" : "ps" + std::to_string(id) + "/";
-  HVD_RETURN_IF_ERROR(ConnectGlooContext(NewPrefixStore(store_, scope), device_, my,
-                                         static_cast<int>(ranks.size()), options_.timeout,
-                                         &comm->context));
-  comm->backend = std::make_unique<GlooBackend>(comm->context);
+  HostPlaneOptions hopts;
+  hopts.store = NewPrefixStore(store_, scope);
+  hopts.device = device_;
+  hopts.name_prefix = "hvd-" + options_.job_id + "-" + std::to_string(id);
+  hopts.rank = my;
+  hopts.size = comm->size;
+  hopts.timeout = options_.timeout;
+  if (!hosts_.empty()) {
+    hopts.placement = PlaceRanks(ranks, hosts_);
+    std::string note;
+    HVD_RETURN_IF_ERROR(
+        ChooseHostPath(options_.cpu_operations, hopts.placement, &hopts.path, &note)
+            .Prepend(id == 0 ? std::string("global set") : "process set " + std::to_string(id)));
+    if (!note.empty() && my == 0)
+      std::fprintf(stderr, "hvd: %s: %s\n",
+                   id == 0 ? "global set" : ("process set " + std::to_string(id)).c_str(),
+                   note.c_str());
+  }
+  HostPlane plane;
+  HVD_RETURN_IF_ERROR(ConnectHostPlane(hopts, &plane));
+  comm->backend = std::move(plane.backend);
+  comm->host_backend = comm->backend->Name();
   ControllerOptions copts;
   copts.fusion_threshold = options_.fusion_threshold;
   copts.cache_capacity = options_.cache_capacity;
@@ -78,8 +97,7 @@ Status Runtime::Connect(int id, const std::vector<int>& ranks, std::shared_ptr<C
       }
     };
   }
-  comm->controller =
-      std::make_unique<Controller>(NewGlooControlChannel(comm->context, options_.timeout), copts);
+  comm->controller = std::make_unique<Controller>(std::move(plane.channel), copts);
   Executor::PhaseHook hook;
   if (timeline_) {
     hook = [this, raw](const proto::Response& r, Phase phase, bool begin) {
@@ -122,6 +140,11 @@ Status Runtime::Start(std::shared_ptr<Store> store) {
       HVD_RETURN_IF_ERROR(Timeline::Open(options_.timeline_path, rank(), &timeline_));
   }
   HVD_RETURN_IF_ERROR(CreateGlooDevice(options_.gloo_hostname, options_.gloo_iface, &device_));
+  // Which ranks share a host decides each communicator's host plane (host_plane.h).
+  if (size() > 1 && options_.cpu_operations != "gloo")
+    HVD_RETURN_IF_ERROR(ExchangeHostInfo(store_.get(), rank(), size(),
+                                         LocalHostInfo(options_.host_id), options_.timeout,
+                                         &hosts_));
   std::vector<int> all(size());
   for (int r = 0; r < size(); ++r) all[r] = r;
   std::shared_ptr<Communicator> global;
@@ -618,20 +641,28 @@ Status Runtime::AgreeOnFirstFailure(const Status& mine) {
 }
 
 void Runtime::Fail(const Status& status) {
-  Abort(AgreeOnFirstFailure(Diagnose(status)));
-  // Closing every connection makes peers blocked on this rank fail now rather
-  // than after HVD_TIMEOUT.
+  const Status first = AgreeOnFirstFailure(Diagnose(status));
+  Abort(first);
+  // Aborting shared memory and closing every connection make peers blocked on
+  // this rank fail now rather than after HVD_TIMEOUT.
   std::vector<std::shared_ptr<Communicator>> comms;
   {
     std::lock_guard<std::mutex> lock(comms_mu_);
     comms = comms_;
   }
   for (auto& c : comms) {
+    if (c->controller) c->controller->Abort(first);
+    if (c->backend) c->backend->Abort(first);
     c->controller.reset();
     c->executor.reset();
     c->backend.reset();
-    c->context.reset();
   }
+}
+
+const char* Runtime::HostBackendName(int process_set) const {
+  std::shared_ptr<Communicator> comm;
+  if (!Find(process_set, &comm).ok()) return nullptr;
+  return comm->host_backend;
 }
 
 }  // namespace hvd

@@ -32,6 +32,7 @@
 #include "controller/straggler.h"
 #include "runtime/backend.h"
 #include "runtime/executor.h"
+#include "runtime/host_plane.h"
 #include "runtime/options.h"
 #include "runtime/timeline.h"
 #include "runtime/tensor_queue.h"
@@ -124,6 +125,9 @@ class Runtime {
   // Which ranks held negotiation back (see controller/straggler.h). Only the
   // coordinator (rank 0) keeps one; other ranks get a line saying so.
   std::string StragglerReport() const;
+  // The backend moving `process_set`'s host tensors: "shm", "hierarchical" or
+  // "gloo" (see runtime/host_plane.h), a static string; null for an unknown set.
+  const char* HostBackendName(int process_set = 0) const;
   // Per-rank figures behind the report; null on ranks other than 0.
   const StragglerTracker* straggler() const { return straggler_.get(); }
 
@@ -134,8 +138,8 @@ class Runtime {
     int rank = 0;            // this rank within the set
     int size = 1;
     std::atomic<int64_t> barrier_count{0};
-    std::shared_ptr<gloo::Context> context;
     std::unique_ptr<Backend> backend;
+    const char* host_backend = "";  // backend->Name(), readable from any thread
     std::unique_ptr<Controller> controller;
     std::unique_ptr<Executor> executor;
     TensorQueue queue;
@@ -179,6 +183,7 @@ class Runtime {
   std::mutex report_mu_;
   bool report_left_ = false;
   std::shared_ptr<gloo::transport::Device> device_;
+  std::vector<HostInfo> hosts_;  // per global rank; empty when every set uses Gloo
   // Guards comms_, process_sets_ and next_process_set_. The background thread is the
   // only one that adds or removes communicators, at a point in the global response
   // order that every rank shares; it iterates over a snapshot.

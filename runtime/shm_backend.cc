@@ -87,6 +87,11 @@ class ShmBackend : public Backend {
   Status ReduceScatter(void* buf, void* out, const std::vector<int64_t>& recv_counts,
                        DataType dtype, ReduceOp op) override;
 
+  void Abort(const Status& why) override {
+    if (broken_.ok()) broken_ = why;
+    seg_->Abort(why);
+  }
+
   Status Barrier() override {
     if (!broken_.ok()) return broken_;
     if (size() == 1) return Status::OK();

@@ -312,6 +312,12 @@ hvd_status_t hvd_handle_received_splits(hvd_handle_t* handle, const int64_t** sp
  * *length receives the report's full length, so a second call can size buf. */
 hvd_status_t hvd_straggler_report(char* buf, size_t capacity, size_t* length);
 
+/* The data plane of process set `process_set`'s host tensors (0: the global set):
+ * "shm" (shared memory, every rank on one host), "hierarchical" (shared memory
+ * inside hosts, Gloo across) or "gloo" (HVD_CPU_OPERATIONS chooses; see the
+ * README). *name is a static string. HVD_INVALID_ARGUMENT for an unknown set. */
+hvd_status_t hvd_host_backend(int32_t process_set, const char** name);
+
 /* *out = 1 if this libhvd was built with CUDA (device tensors accepted), else 0.
  * Says nothing about whether a GPU is present. Never fails. */
 hvd_status_t hvd_cuda_built(int* out);

@@ -860,6 +860,19 @@ hvd_status_t hvd_straggler_report(char* buf, size_t capacity, size_t* length) {
   })
 }
 
+hvd_status_t hvd_host_backend(int32_t process_set, const char** name) {
+  HVD_C_GUARD({
+    if (name == nullptr) return Report(Status::InvalidArgument("name is NULL"));
+    std::shared_ptr<hvd::Runtime> rt;
+    Status s = Current(&rt);
+    if (!s.ok()) return Report(s);
+    *name = rt->HostBackendName(process_set);
+    if (*name == nullptr)
+      return Report(Status::InvalidArgument("unknown process set " + std::to_string(process_set)));
+    return HVD_SUCCESS;
+  })
+}
+
 hvd_status_t hvd_cuda_built(int* out) {
   HVD_C_GUARD({
     if (out == nullptr) return Report(Status::InvalidArgument("out is NULL"));

@@ -41,6 +41,12 @@ int main(void) {
   EXPECT(hvd_cross_size(&v) == HVD_SUCCESS && v == 1);
   EXPECT(hvd_rank(NULL) == HVD_INVALID_ARGUMENT);
   EXPECT(hvd_check_health() == HVD_SUCCESS);
+  {
+    const char* plane = NULL;
+    EXPECT(hvd_host_backend(0, &plane) == HVD_SUCCESS && strcmp(plane, "gloo") == 0);
+    EXPECT(hvd_host_backend(42, &plane) == HVD_INVALID_ARGUMENT);
+    EXPECT(hvd_host_backend(0, NULL) == HVD_INVALID_ARGUMENT);
+  }
 
   /* Blocking, async and extended all-reduce. */
   EXPECT(hvd_allreduce("a", buf, out, 4, HVD_FLOAT32, HVD_SUM) == HVD_SUCCESS);

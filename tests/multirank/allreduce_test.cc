@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <random>
+#include <string>
 
 #include "runtime/reduce_kernels.h"
 #include "tests/test_util.h"
@@ -114,7 +117,8 @@ std::vector<Case> AllCases(const std::vector<int64_t>& counts) {
 }
 
 // Enqueues every case asynchronously (so they fuse), waits, and checks each.
-void RunCases(int size, const std::vector<Case>& cases, int64_t fusion_threshold) {
+void RunCases(int size, const std::vector<Case>& cases, int64_t fusion_threshold,
+              const std::function<void(RuntimeOptions&)>& adjust = nullptr) {
   RunRanks(
       size,
       [&](int rank, Runtime& rt) {
@@ -149,7 +153,20 @@ void RunCases(int size, const std::vector<Case>& cases, int64_t fusion_threshold
                                      " " + c.name);
         }
       },
-      [&](RuntimeOptions& o) { o.fusion_threshold = fusion_threshold; });
+      [&](RuntimeOptions& o) {
+        o.fusion_threshold = fusion_threshold;
+        if (adjust) adjust(o);
+      });
+}
+
+// Ranks grouped in "hosts" of `per_host` by HVD_HOST_ID.
+std::function<void(RuntimeOptions&)> HostsOf(int per_host) {
+  return [per_host](RuntimeOptions& o) { o.host_id = "host" + std::to_string(o.rank / per_host); };
+}
+
+const char* ExpectedFlatPath() {
+  const char* forced = std::getenv("HVD_TEST_CPU_OPERATIONS");
+  return forced != nullptr && std::string(forced) == "gloo" ? "gloo" : "shm";
 }
 
 class AllreduceSweep : public ::testing::TestWithParam<int> {};
@@ -164,6 +181,72 @@ TEST_P(AllreduceSweep, TinyFusionThresholdSplitsIntoManyBuffers) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, AllreduceSweep, ::testing::Values(1, 2, 3, 4, 5, 8),
                          [](const auto& info) { return "np" + std::to_string(info.param); });
+
+// Shared memory inside each host and Gloo across: 2 hosts of 2, 3 of 2, 2 of 3.
+class HierarchicalSweep : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(HierarchicalSweep, EveryDtypeOpAndCount) {
+  const auto [size, per_host] = GetParam();
+  RunCases(size, AllCases({0, 1, 17, 1031}), 128 << 20, HostsOf(per_host));
+  RunCases(size, {{"big.f32", DataType::kFloat32, ReduceOp::kSum, (1 << 20) + 3, false}}, 1 << 20,
+           HostsOf(per_host));
+}
+
+INSTANTIATE_TEST_SUITE_P(Hosts, HierarchicalSweep,
+                         ::testing::Values(std::make_pair(4, 2), std::make_pair(6, 2),
+                                           std::make_pair(6, 3)),
+                         [](const auto& info) {
+                           return "np" + std::to_string(info.param.first) + "x" +
+                                  std::to_string(info.param.second);
+                         });
+
+TEST(HostPlane, ChosenFromWhereRanksAre) {
+  const bool gloo = std::string(ExpectedFlatPath()) == "gloo";
+  RunRanks(4, [&](int, Runtime& rt) { EXPECT_STREQ(rt.HostBackendName(0), ExpectedFlatPath()); });
+  // Two hosts of two; set 1 is one host's ranks, set 2 one rank per host.
+  RunRanks(
+      4,
+      [&](int rank, Runtime& rt) {
+        EXPECT_STREQ(rt.HostBackendName(0), gloo ? "gloo" : "hierarchical");
+        int same_host = 0, across = 0;
+        ASSERT_TRUE(rt.AddProcessSet({0, 1}, &same_host).ok());
+        ASSERT_TRUE(rt.AddProcessSet({0, 2}, &across).ok());
+        if (rank == 0 || rank == 1)
+          EXPECT_STREQ(rt.HostBackendName(same_host), gloo ? "gloo" : "shm");
+        if (rank == 0 || rank == 2) EXPECT_STREQ(rt.HostBackendName(across), "gloo");
+        EXPECT_EQ(rt.HostBackendName(77), nullptr);
+      },
+      HostsOf(2));
+  // Uneven hosts: Gloo.
+  RunRanks(3, [&](int, Runtime& rt) { EXPECT_STREQ(rt.HostBackendName(0), "gloo"); },
+           HostsOf(2));
+}
+
+// Non-integer data, so reduction order shows in the bits: every rank must still
+// hold the same bytes, on every path.
+TEST(HostPlane, ResultsAreBitwiseIdenticalOnEveryRank) {
+  for (int per_host : {4, 2}) {
+    const int size = 4;
+    const int64_t n = 100003;
+    std::vector<std::vector<float>> got(size);
+    RunRanks(
+        size,
+        [&](int rank, Runtime& rt) {
+          std::mt19937 gen(rank + 11);
+          std::uniform_real_distribution<float> dist(-1, 1);
+          std::vector<float> in(n);
+          for (auto& x : in) x = dist(gen);
+          got[rank].resize(n);
+          Status s = AllreduceSync(rt, "bits", in.data(), got[rank].data(), n, DataType::kFloat32,
+                                   ReduceOp::kAverage);
+          ASSERT_TRUE(s.ok()) << s.ToString();
+        },
+        HostsOf(per_host));
+    for (int r = 1; r < size; ++r)
+      EXPECT_EQ(std::memcmp(got[0].data(), got[r].data(), n * sizeof(float)), 0)
+          << "rank " << r << " differs from rank 0 with " << per_host << " ranks per host";
+  }
+}
 
 TEST(Allreduce, LargeBuffersAcrossRanks) {
   for (int size : {2, 4, 8}) {

@@ -52,7 +52,13 @@ TEST(Jobs, EveryCCollectiveAcrossRanks) {
     ASSERT_FALSE(r.timed_out) << r.output;
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(CountOf(r.output, " checks passed"), np) << r.output;
+    // Ranks of one host share memory; HVD_CPU_OPERATIONS=gloo keeps them on TCP.
+    EXPECT_EQ(CountOf(r.output, np == 1 ? " over gloo" : " over shm"), np) << r.output;
   }
+  CommandResult r = RunCommand(kDprun + " -np 3 " + kBuild + "/tests/programs/c_collectives_job",
+                               std::chrono::seconds(60), {"HVD_CPU_OPERATIONS=gloo"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(CountOf(r.output, " checks passed over gloo"), 3) << r.output;
 }
 
 TEST(Jobs, MalformedEnvironmentFailsInitNamingTheVariable) {

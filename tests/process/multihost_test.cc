@@ -191,8 +191,12 @@ class Cluster {
                           << "PermitRootLogin yes\nStrictModes no\nPasswordAuthentication no\n"
                           << "KbdInteractiveAuthentication no\nUsePAM no\nPidFile none\n"
                           << "PrintMotd no\nPrintLastLog no\nUseDNS no\nLogLevel ERROR\n";
+      // Each host gets its own /dev/shm (ip netns exec gives it a private mount
+      // namespace), as separate machines have: ranks then share memory only with
+      // the ranks on their own host.
       sshds_.push_back(std::make_unique<Background>(
-          "exec ip netns exec " + ns + " /usr/sbin/sshd -D -e -f " + conf,
+          "exec ip netns exec " + ns + " sh -c 'mount -t tmpfs -o size=256m hvd-shm /dev/shm && " +
+              "exec /usr/sbin/sshd -D -e -f " + conf + "'",
           dir_ + "/sshd_" + ns + ".log"));
     }
     // Ready once each sshd listens (bounded: 100 polls of 50 ms); the tests' first

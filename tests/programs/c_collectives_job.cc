@@ -30,6 +30,8 @@ int main() {
   hvd_rank(&g_rank);
   hvd_size(&size);
   const int rank = g_rank;
+  const char* plane = "?";
+  CHECK(hvd_host_backend(HVD_GLOBAL_PROCESS_SET, &plane) == HVD_SUCCESS);
 
   // allreduce, blocking and async, in place.
   std::vector<double> a(5, rank + 1.0);
@@ -148,6 +150,6 @@ int main() {
   size_t len = 0;
   CHECK(hvd_straggler_report(report, sizeof(report), &len) == HVD_SUCCESS && len > 0);
   CHECK(hvd_shutdown() == HVD_SUCCESS);
-  std::printf("rank %d: %d checks passed\n", rank, g_checks);
+  std::printf("rank %d: %d checks passed over %s\n", rank, g_checks, plane);
   return 0;
 }

@@ -332,6 +332,22 @@ TEST(RuntimeOptionsTest, HugeFiniteDurationsAreRefusedNamingTheValue) {
   }
 }
 
+TEST(RuntimeOptionsTest, CpuOperationsAndHostId) {
+  EXPECT_EQ(ParseOk({}).cpu_operations, "auto");
+  EXPECT_EQ(ParseOk({{"HVD_CPU_OPERATIONS", "GLOO"}}).cpu_operations, "gloo");
+  EXPECT_EQ(ParseOk({{"HOROVOD_CPU_OPERATIONS", "gloo"}}).cpu_operations, "gloo");
+  EXPECT_EQ(ParseOk({{"HVD_CPU_OPERATIONS", "shm"}}).cpu_operations, "shm");
+  EXPECT_EQ(ParseOk({{"HVD_HOST_ID", "rack1-node3"}}).host_id, "rack1-node3");
+  RuntimeOptions o;
+  Status s = Parse({{"HOROVOD_CPU_OPERATIONS", "mpi"}}, &o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              AllOf(HasSubstr("HOROVOD_CPU_OPERATIONS='mpi'"), HasSubstr("auto, shm or gloo")));
+  o = RuntimeOptions();
+  o.cpu_operations = "tcp";
+  EXPECT_THAT(o.Validate().message(), HasSubstr("HVD_CPU_OPERATIONS='tcp'"));
+}
+
 TEST(RuntimeOptionsTest, ZeroTimeoutAndCycleTimeAreRefused) {
   RuntimeOptions o;
   Status s = Parse({{"HVD_TIMEOUT", "0"}}, &o);
