@@ -236,7 +236,9 @@ int Main(int argc, char** argv) {
   CheckHvd(hvd_rank(&rank), "hvd_rank");
   CheckHvd(hvd_size(&size), "hvd_size");
   GlooComm gloo(ConnectBenchContext(rank, size));
-  const std::string ops = Env("HVD_CPU_OPERATIONS", "default");
+  const char* plane = "?";
+  CheckHvd(hvd_host_backend(0, &plane), "hvd_host_backend");
+  const std::string ops = Env("HVD_CPU_OPERATIONS", "default") + " (" + plane + ")";
 
   std::vector<Result> results;
   for (const auto& w : workloads) {

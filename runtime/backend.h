@@ -10,12 +10,22 @@
 #define HVD_RUNTIME_BACKEND_H_
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "runtime/status.h"
 #include "runtime/types.h"
 
 namespace hvd {
+
+// One tensor of a piecewise all-reduce (Backend::AllreducePieces): `count`
+// elements read from `in`, results written to `out` (which may equal `in`).
+struct AllreducePiece {
+  const void* in;
+  void* out;
+  int64_t count;
+};
 
 class Backend {
  public:
@@ -28,6 +38,20 @@ class Backend {
   // Reduces `count` elements at `buf` in place across all ranks; every rank ends
   // with bitwise-identical bytes. AVERAGE reduces as SUM: the caller divides.
   virtual Status Allreduce(void* buf, int64_t count, DataType dtype, ReduceOp op) = 0;
+
+  // Optional (SupportsPieces): all-reduces the pieces' inputs as if laid end to end
+  // in one buffer, writing each piece's part of the result to its `out`, and calls
+  // finish(out, count) on every stretch of output right after writing it (while it
+  // is in cache; null: nothing to do). Saves fused tensors the copies into and out
+  // of a fusion buffer. Pieces must not overlap each other, except a piece's `in`
+  // with its own `out`.
+  using FinishFn = std::function<void(void* out, int64_t count)>;
+  virtual bool SupportsPieces() const { return false; }
+  virtual Status AllreducePieces(const std::vector<AllreducePiece>& pieces, DataType dtype,
+                                 ReduceOp op, const FinishFn& finish) {
+    (void)pieces, (void)dtype, (void)op, (void)finish;
+    return Status::Internal(std::string(Name()) + " backend has no piecewise all-reduce");
+  }
 
   // Concatenates each rank's `in` (rank r sends bytes_per_rank[r] bytes) into `out`
   // in rank order; `out` holds the sum of bytes_per_rank.

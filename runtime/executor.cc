@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <numeric>
 
 #include "runtime/reduce_kernels.h"
@@ -67,12 +68,25 @@ Status Executor::ExecuteOnDevice(const proto::Response& r, const std::vector<Ten
   return device_ops_->Execute(r, entries);
 }
 
+namespace {
+
+std::string AllreduceWhat(const proto::Response& r) {
+  const int n = r.names_size();
+  return "allreduce of '" + r.names(0) + "'" + (n > 1 ? " and " + std::to_string(n - 1) + " more" : "");
+}
+
+}  // namespace
+
 Status Executor::Allreduce(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
   const DataType dtype = static_cast<DataType>(r.dtype());
   const ReduceOp op = static_cast<ReduceOp>(r.reduce_op());
   const size_t elem = DataTypeSize(dtype);
   const int n = r.names_size();
   const int64_t total = std::accumulate(r.counts().begin(), r.counts().end(), int64_t{0});
+  const int64_t contributors = backend_->size() - r.joined_ranks_size();
+  if (backend_->SupportsPieces() && r.prescale_factor() == 1.0 &&
+      std::all_of(entries.begin(), entries.end(), [](const TensorEntry* e) { return e != nullptr; }))
+    return AllreducePieces(r, entries, contributors);
   // A lone tensor present on this rank is reduced in its own output buffer.
   const bool direct = n == 1 && entries[0] != nullptr;
 
@@ -94,10 +108,9 @@ Status Executor::Allreduce(const proto::Response& r, const std::vector<TensorEnt
   Mark(r, Phase::kCollective, true);
   Status s = backend_->Allreduce(buf, total, dtype, op);
   Mark(r, Phase::kCollective, false);
-  if (!s.ok()) return s.Prepend("allreduce of '" + r.names(0) + "'" + (n > 1 ? " and " + std::to_string(n - 1) + " more" : ""));
+  if (!s.ok()) return s.Prepend(AllreduceWhat(r));
 
   Mark(r, Phase::kCopyOut, true);
-  const int64_t contributors = backend_->size() - r.joined_ranks_size();
   offset = 0;
   for (int i = 0; i < n; ++i) {
     const int64_t count = r.counts(i);
@@ -109,6 +122,32 @@ Status Executor::Allreduce(const proto::Response& r, const std::vector<TensorEnt
     entries[i]->work->Complete(Status::OK());
   }
   Mark(r, Phase::kCopyOut, false);
+  return Status::OK();
+}
+
+// Every tensor is read from its input and written to its output by the backend
+// itself, which finishes (averages, post-scales) each stretch as it writes it.
+Status Executor::AllreducePieces(const proto::Response& r, const std::vector<TensorEntry*>& entries,
+                                 int64_t contributors) {
+  const DataType dtype = static_cast<DataType>(r.dtype());
+  const ReduceOp op = static_cast<ReduceOp>(r.reduce_op());
+  const double post = r.postscale_factor();
+  std::vector<AllreducePiece> pieces;
+  pieces.reserve(entries.size());
+  for (int i = 0; i < r.names_size(); ++i)
+    pieces.push_back({entries[i]->input, entries[i]->output, r.counts(i)});
+  Backend::FinishFn finish;
+  if (op == ReduceOp::kAverage || post != 1.0) {
+    finish = [&](void* out, int64_t count) {
+      if (op == ReduceOp::kAverage) DivideBuffer(dtype, out, count, contributors);
+      if (post != 1.0) ScaledCopy(dtype, out, out, count, post);
+    };
+  }
+  Mark(r, Phase::kCollective, true);
+  Status s = backend_->AllreducePieces(pieces, dtype, op, finish);
+  Mark(r, Phase::kCollective, false);
+  if (!s.ok()) return s.Prepend(AllreduceWhat(r));
+  for (TensorEntry* e : entries) e->work->Complete(Status::OK());
   return Status::OK();
 }
 

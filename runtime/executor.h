@@ -66,6 +66,8 @@ class Executor {
  private:
   Status ExecuteOnDevice(const proto::Response& r, const std::vector<TensorEntry*>& entries);
   Status Allreduce(const proto::Response& r, const std::vector<TensorEntry*>& entries);
+  Status AllreducePieces(const proto::Response& r, const std::vector<TensorEntry*>& entries,
+                         int64_t contributors);
   Status Allgather(const proto::Response& r, const std::vector<TensorEntry*>& entries);
   Status Broadcast(const proto::Response& r, const std::vector<TensorEntry*>& entries);
   Status Alltoall(const proto::Response& r, const std::vector<TensorEntry*>& entries);

@@ -60,6 +60,68 @@ int64_t Clamp(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+using FinishFn = Backend::FinishFn;
+
+// A logical buffer of `pieces` laid end to end, addressed in elements.
+class PieceList {
+ public:
+  PieceList(std::vector<AllreducePiece> pieces, DataType dtype)
+      : pieces_(std::move(pieces)), elem_(static_cast<int64_t>(DataTypeSize(dtype))) {
+    starts_.reserve(pieces_.size() + 1);
+    starts_.push_back(0);
+    for (const auto& p : pieces_) starts_.push_back(starts_.back() + p.count);
+  }
+
+  int64_t count() const { return starts_.back(); }
+
+  // Copies inputs [lo, hi) to dst.
+  void Gather(int64_t lo, int64_t hi, uint8_t* dst) const {
+    ForRange(lo, hi, [&](const AllreducePiece& p, int64_t at, int64_t n, int64_t logical) {
+      std::memcpy(dst + (logical - lo) * elem_, static_cast<const uint8_t*>(p.in) + at * elem_,
+                  n * elem_);
+    });
+  }
+
+  // Inputs [lo, hi) when they lie in one piece; else null.
+  const uint8_t* Contiguous(int64_t lo, int64_t hi) const {
+    if (lo >= hi) return nullptr;
+    const size_t i = Find(lo);
+    if (hi > starts_[i + 1]) return nullptr;
+    return static_cast<const uint8_t*>(pieces_[i].in) + (lo - starts_[i]) * elem_;
+  }
+
+  // Copies src (results [lo, hi)) to the outputs, finishing each stretch.
+  void Scatter(int64_t lo, int64_t hi, const uint8_t* src, const FinishFn& finish) const {
+    ForRange(lo, hi, [&](const AllreducePiece& p, int64_t at, int64_t n, int64_t logical) {
+      uint8_t* out = static_cast<uint8_t*>(p.out) + at * elem_;
+      std::memcpy(out, src + (logical - lo) * elem_, n * elem_);
+      if (finish) finish(out, n);
+    });
+  }
+
+ private:
+  // The piece holding element `at` (the last of any empty pieces before it).
+  size_t Find(int64_t at) const {
+    return static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), at) -
+                               starts_.begin()) - 1;
+  }
+
+  // fn(piece, element offset in it, elements, logical offset) over [lo, hi).
+  template <typename Fn>
+  void ForRange(int64_t lo, int64_t hi, Fn&& fn) const {
+    for (size_t i = lo < hi ? Find(lo) : pieces_.size(); lo < hi; ++i) {
+      const int64_t n = std::min(hi, starts_[i + 1]) - lo;
+      if (n <= 0) continue;
+      fn(pieces_[i], lo - starts_[i], n, lo);
+      lo += n;
+    }
+  }
+
+  std::vector<AllreducePiece> pieces_;
+  std::vector<int64_t> starts_;
+  int64_t elem_;
+};
+
 class ShmBackend : public Backend {
  public:
   ShmBackend(std::unique_ptr<ShmSegment> seg, size_t slot_bytes, int depth)
@@ -77,7 +139,24 @@ class ShmBackend : public Backend {
   Status Allreduce(void* buf, int64_t count, DataType dtype, ReduceOp op) override {
     if (!broken_.ok()) return broken_;
     if (size() == 1 || count == 0) return Status::OK();
-    return Check("allreduce", AllreduceImpl(static_cast<uint8_t*>(buf), count, dtype, op));
+    return Check("allreduce", AllreduceImpl(PieceList({{buf, buf, count}}, dtype), dtype, op,
+                                            nullptr));
+  }
+
+  bool SupportsPieces() const override { return true; }
+  Status AllreducePieces(const std::vector<AllreducePiece>& pieces, DataType dtype, ReduceOp op,
+                         const FinishFn& finish) override {
+    if (!broken_.ok()) return broken_;
+    PieceList list(pieces, dtype);
+    if (size() == 1 || list.count() == 0) {
+      for (const auto& p : pieces) {
+        if (p.count == 0) continue;
+        if (p.out != p.in) std::memmove(p.out, p.in, p.count * DataTypeSize(dtype));
+        if (finish) finish(p.out, p.count);
+      }
+      return Status::OK();
+    }
+    return Check("allreduce", AllreduceImpl(list, dtype, op, finish));
   }
 
   Status Allgatherv(const void* in, void* out, const std::vector<int64_t>& bytes_per_rank) override;
@@ -136,7 +215,7 @@ class ShmBackend : public Backend {
     return Status::OK();
   }
 
-  Status AllreduceImpl(uint8_t* buf, int64_t count, DataType dtype, ReduceOp op);
+  Status AllreduceImpl(const PieceList& buf, DataType dtype, ReduceOp op, const FinishFn& finish);
 
   // Records the first failure, tells the peers, and keeps returning it.
   Status Check(const char* what, Status s) {
@@ -154,9 +233,11 @@ class ShmBackend : public Backend {
   Status broken_;
 };
 
-Status ShmBackend::AllreduceImpl(uint8_t* buf, int64_t count, DataType dtype, ReduceOp op) {
+Status ShmBackend::AllreduceImpl(const PieceList& buf, DataType dtype, ReduceOp op,
+                                 const FinishFn& finish) {
   const ReduceFn fn = GetReduceFn(dtype, op);
   const int64_t elem = static_cast<int64_t>(DataTypeSize(dtype));
+  const int64_t count = buf.count();
   const int64_t seg_elems = static_cast<int64_t>(slot_bytes_) / elem;
   const int64_t rounds = CeilDiv(count, seg_elems);
   const int n = size(), me = rank();
@@ -166,13 +247,14 @@ Status ShmBackend::AllreduceImpl(uint8_t* buf, int64_t count, DataType dtype, Re
     return std::min(elems, CeilDiv(elems, unit) * r / n * unit);
   };
   auto seg_len = [&](int64_t k) { return std::min(seg_elems, count - k * seg_elems); };
-  // Stages every piece but our own.
+  // Stages every piece but our own, and our own too when it is not contiguous in
+  // the caller's memory.
   auto fill = [&](int64_t k, uint8_t* slot) {
-    const int64_t len = seg_len(k);
-    const uint8_t* src = buf + k * seg_elems * elem;
-    const int64_t a = piece(len, me) * elem, b = piece(len, me + 1) * elem;
-    if (a > 0) std::memcpy(slot, src, a);
-    if (len * elem > b) std::memcpy(slot + b, src + b, len * elem - b);
+    const int64_t s = k * seg_elems, len = seg_len(k);
+    const int64_t a = piece(len, me), b = piece(len, me + 1);
+    buf.Gather(s, s + a, slot);
+    buf.Gather(s + b, s + len, slot + b * elem);
+    if (buf.Contiguous(s + a, s + b) == nullptr) buf.Gather(s + a, s + b, slot + a * elem);
   };
 
   const uint32_t g0 = round_;
@@ -185,12 +267,12 @@ Status ShmBackend::AllreduceImpl(uint8_t* buf, int64_t count, DataType dtype, Re
     HVD_RETURN_IF_ERROR(seg_->WaitAllAtLeast(kStaged, g + 1, "stage its allreduce data"));
     HVD_RETURN_IF_ERROR(seg_->WaitAllAtLeast(kOut, g - depth_ + 1,
                                              "copy out an earlier reduced segment"));
-    const int64_t len = seg_len(k);
-    uint8_t* user = buf + k * seg_elems * elem;
+    const int64_t s = k * seg_elems, len = seg_len(k);
     const int64_t a = piece(len, me), m = piece(len, me + 1) - a;
     if (m > 0) {
+      const uint8_t* own = buf.Contiguous(s + a, s + a + m);
       auto src = [&](int r) -> const uint8_t* {
-        return (r == me ? user : Stage(r, slot)) + a * elem;
+        return r == me && own != nullptr ? own : Stage(r, slot) + a * elem;
       };
       uint8_t* dst = Result(slot) + a * elem;
       fn(dst, src(0), src(1), static_cast<size_t>(m));
@@ -198,7 +280,7 @@ Status ShmBackend::AllreduceImpl(uint8_t* buf, int64_t count, DataType dtype, Re
     }
     seg_->Post(kRead, g + 1);
     HVD_RETURN_IF_ERROR(seg_->WaitAllAtLeast(kRead, g + 1, "reduce its piece"));
-    std::memcpy(user, Result(slot), len * elem);
+    buf.Scatter(s, s + len, Result(slot), finish);
     seg_->Post(kOut, g + 1);
   }
   return Status::OK();

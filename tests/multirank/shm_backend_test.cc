@@ -334,6 +334,52 @@ INSTANTIATE_TEST_SUITE_P(Ranks, ShmBackendTest, ::testing::Range(1, 9),
 
 // Random floats: the order of additions matters, yet every rank must end with the
 // same bytes (and those of the rank-order reference).
+// Tensors reduced piecewise (straight from inputs to outputs, no fusion buffer):
+// the same bytes as one fused buffer, each output stretch finished exactly once
+// (the finish below doubles, so a stretch finished twice or never shows), empty
+// pieces, in-place pieces and pieces spanning rounds.
+TEST_P(ShmBackendTest, AllreducePiecesEqualOneFusedBuffer) {
+  const int size = GetParam();
+  RunShm(size, [&](int rank, Backend& b) {
+    ASSERT_TRUE(b.SupportsPieces());
+    uint32_t seed = 500;
+    for (DataType t : {DataType::kFloat32, DataType::kInt32, DataType::kFloat16}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+        const size_t elem = DataTypeSize(t);
+        const int64_t slot = kSmallSlot / elem;
+        const std::vector<int64_t> counts = {0, 5, 0, 3 * slot + 7, 1, slot, 64, 0, 2};
+        std::vector<std::vector<uint8_t>> ins, outs;
+        std::vector<uint8_t> fused;
+        for (size_t i = 0; i < counts.size(); ++i) {
+          ins.push_back(Input(rank, counts[i], t, seed++));
+          outs.emplace_back(ins.back().size(), 0xee);
+          fused.insert(fused.end(), ins.back().begin(), ins.back().end());
+        }
+        std::vector<AllreducePiece> pieces;
+        for (size_t i = 0; i < counts.size(); ++i)  // every other piece in place
+          pieces.push_back({ins[i].data(), i % 2 ? ins[i].data() : outs[i].data(), counts[i]});
+        int64_t finished = 0;
+        Status s = b.AllreducePieces(pieces, t, op, [&](void* out, int64_t n) {
+          ScaledCopy(t, out, out, n, 2.0);
+          finished += n;
+        });
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        ASSERT_TRUE(b.Allreduce(fused.data(), static_cast<int64_t>(fused.size() / elem), t, op).ok());
+        ScaledCopy(t, fused.data(), fused.data(), fused.size() / elem, 2.0);
+        EXPECT_EQ(finished, static_cast<int64_t>(fused.size() / elem));
+        size_t at = 0;
+        for (size_t i = 0; i < counts.size(); ++i) {
+          const auto& got = i % 2 ? ins[i] : outs[i];
+          EXPECT_TRUE(std::equal(got.begin(), got.end(), fused.begin() + at))
+              << "rank " << rank << " " << DataTypeName(t) << " " << ReduceOpName(op) << " piece "
+              << i;
+          at += got.size();
+        }
+      }
+    }
+  });
+}
+
 TEST(ShmBackend, ResultsAreBitwiseIdenticalOnEveryRank) {
   for (int size : {3, 5, 8}) {
     const int64_t count = 20000;
