@@ -16,7 +16,13 @@ step. At the end every rank compares its parameters with every other rank's
 (an allgather of the flattened parameters, compared bit for bit) and prints the
 result. Exits 1 if the parameters differ or test accuracy is below 90%.
 
-    build/dprun -np 4 /usr/bin/python3 examples/train_digits.py [--epochs N]
+--device picks where the model, the batches and hence the gradient allreduces
+live: cpu, cuda (each rank uses cuda:<its local rank>; NCCL needs one GPU per rank,
+while HVD_GPU_OPERATIONS=gloo lets ranks share GPUs, cuda:<local rank % GPUs>), or
+auto (the default: cuda when torch sees a GPU and libhvd was built with CUDA, else
+cpu).
+
+    build/dprun -np 4 /usr/bin/python3 examples/train_digits.py [--epochs N] [--device D]
 
 The package is found through the sys.path entry below (or PYTHONPATH=bindings/python),
 libhvd.so through $HVD_LIBRARY or the repository's build folders.
@@ -54,6 +60,34 @@ def make_model():
     return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
 
 
+def pick_device(choice):
+    """The torch.device to train on for --device `choice`; for cuda, this rank's GPU
+    (cuda:<local rank>), made the current device."""
+    usable = torch.cuda.is_available() and hvd.cuda_built()
+    if choice == "auto":
+        choice = "cuda" if usable else "cpu"
+    if choice == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device")
+    if not hvd.cuda_built():
+        raise SystemExit("--device cuda: libhvd (%s) was built without CUDA" % hvd_library())
+    count = torch.cuda.device_count()
+    sharing = os.environ.get("HVD_GPU_OPERATIONS", os.environ.get("HOROVOD_GPU_OPERATIONS"))
+    if hvd.local_size() > count and (sharing or "nccl").lower() != "gloo":
+        raise SystemExit("--device cuda: %d ranks on this host but %d GPU(s); NCCL needs one "
+                         "per rank (HVD_GPU_OPERATIONS=gloo lets ranks share)"
+                         % (hvd.local_size(), count))
+    index = hvd.local_rank() % count
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
+def hvd_library():
+    from hvd import _lib
+    return _lib.lib().path
+
+
 def parameters_identical(model):
     """True if every rank holds bit-identical parameters; also returns a checksum."""
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
@@ -66,23 +100,26 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--lr", type=float, default=0.02)
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                        help="where to train (default auto: cuda if usable, else cpu)")
     args = parser.parse_args()
 
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     torch.set_num_threads(1)  # Ranks share the host's cores.
+    device = pick_device(args.device)
     if GLOBAL_BATCH % size:
         raise SystemExit("the global batch %d must divide by the number of ranks %d"
                          % (GLOBAL_BATCH, size))
 
-    x_train, y_train, x_test, y_test = load_data()
+    x_train, y_train, x_test, y_test = (t.to(device) for t in load_data())
     sampler = DistributedSampler(TensorDataset(x_train, y_train), num_replicas=size, rank=rank,
                                  shuffle=True, seed=1234)
     loader = DataLoader(TensorDataset(x_train, y_train), batch_size=GLOBAL_BATCH // size,
                         sampler=sampler)
 
     torch.manual_seed(100 + rank)  # Different on purpose: the broadcast fixes it.
-    model = make_model()
+    model = make_model().to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
@@ -92,10 +129,10 @@ def main():
         optimizer, max_lr=args.lr, total_steps=args.epochs * len(loader), pct_start=0.2)
 
     if rank == 0:
-        print("digits: %d train / %d test samples, 64-128-10 MLP, %d ranks, global batch %d "
-              "(%d per rank), %d steps per epoch"
-              % (len(x_train), len(x_test), size, GLOBAL_BATCH, GLOBAL_BATCH // size,
-                 len(loader)), flush=True)
+        print("digits: %d train / %d test samples, 64-128-10 MLP, %d ranks on %s, global batch "
+              "%d (%d per rank), %d steps per epoch"
+              % (len(x_train), len(x_test), size, device.type, GLOBAL_BATCH,
+                 GLOBAL_BATCH // size, len(loader)), flush=True)
 
     steps, train_seconds, accuracy = 0, 0.0, 0.0
     for epoch in range(args.epochs):
@@ -114,7 +151,8 @@ def main():
         elapsed = time.perf_counter() - start
         steps += batches
         train_seconds += elapsed
-        mean_loss = hvd.allreduce(torch.tensor([epoch_loss / batches]), name="epoch.loss").item()
+        mean_loss = hvd.allreduce(torch.tensor([epoch_loss / batches], device=device),
+                                  name="epoch.loss").item()
         model.eval()
         with torch.no_grad():
             accuracy = (model(x_test).argmax(1) == y_test).float().mean().item()

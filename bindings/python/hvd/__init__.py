@@ -1,7 +1,7 @@
 """hvd: Python bindings of the dprun collective runtime (libhvd.so, via ctypes).
 
 Front-ends with horovod.torch 0.28's API:
-  hvd.torch  - torch CPU tensors, DistributedOptimizer, ShardedOptimizer (ZeRO 1/2);
+  hvd.torch  - torch CPU and CUDA tensors, DistributedOptimizer, ShardedOptimizer (ZeRO 1/2);
   hvd.numpy  - NumPy arrays.
 This package itself holds what they share: the life cycle and topology calls, process
 sets and the exceptions. libhvd.so is found through $HVD_LIBRARY or the repository's

@@ -19,9 +19,22 @@ The adapter provides (t is a tensor of that framework):
   contiguous(t), clone(t), empty_like(t) -> contiguous tensors;
   address(t), numel(t), shape(t) -> int, int, tuple;
   copy_(dst, src) -> copies src into dst in place;
-  from_memory(address, nbytes, shape, like) -> a new tensor of like's dtype
-      holding a copy of the bytes;
+  placement(t, what) -> (device, stream): device -1 for host memory, else the CUDA
+      device id; stream None, or the framework's stream object (with a
+      `cuda_stream` attribute, the cudaStream_t) that the collective must follow;
+  from_memory(address, nbytes, shape, like, stream) -> a new tensor of like's
+      dtype and device holding a copy of the bytes (device memory when like is on
+      a device; the copy is queued on `stream`, the placement's stream);
   int_list(splits) -> list of int; int32_vector(list) -> a framework int32 vector.
+
+Device tensors. A tensor whose placement has device >= 0 goes through the device
+forms of the C calls (hvd_allreduce_ex with its device and stream fields,
+hvd_broadcast_ex, ...), with the caller's current stream, so the collective starts
+after the work already queued on it. The C API's grouped calls take host tensors
+only, so a group with a device tensor is enqueued one tensor at a time under the
+same names (the runtime may still fuse them, but need not run them in one
+response); if one is refused, the ones already enqueued are abandoned to the
+handle registry, which keeps their buffers alive until they complete.
 """
 import ctypes
 
@@ -79,6 +92,30 @@ class Frontend:
         dtype = self.a.dtype_code(tensor, what)
         return self.a.contiguous(tensor), dtype
 
+    def _placement(self, buf, what, device_call):
+        """(device, stream, cudaStream_t or None) of `buf`; for a device tensor also
+        checks that the library has `device_call`."""
+        device, stream = self.a.placement(buf, what)
+        if device >= 0:
+            _lib.require(device_call, what)
+        return device, stream, getattr(stream, "cuda_stream", None) or None
+
+    @staticmethod
+    def _enqueue_each(c_call, calls, names, keepalive):
+        """The C handles of calls[i](handle_out) -> status (C function `c_call` for
+        tensor names[i]), run in order. If one fails, abandons the handles of those
+        before it and raises its error."""
+        handles = []
+        for call, name in zip(calls, names):
+            c_handle = ctypes.c_void_p()
+            code = call(ctypes.byref(c_handle))
+            if code != _lib.SUCCESS:
+                err = _lib.make_error(code, "%s(%s)" % (c_call, name))
+                _handles.abandon(handles, names[:len(handles)], keepalive)
+                raise err
+            handles.append(c_handle.value)
+        return handles
+
     def _copy_back(self, tensor, buf):
         if buf is not tensor:
             self.a.copy_(tensor, buf)
@@ -93,9 +130,9 @@ class Frontend:
                 "%s: needs a tensor with at least one dimension, got a scalar" % what)
         return buf, dtype, shape
 
-    def _result(self, c_handle, name, like):
+    def _result(self, c_handle, name, like, stream=None):
         address, nbytes, shape = _handles.handle_result(c_handle, name)
-        return self.a.from_memory(address, nbytes, shape, like)
+        return self.a.from_memory(address, nbytes, shape, like, stream)
 
     # ---- allreduce ------------------------------------------------------------------
 
@@ -106,8 +143,24 @@ class Frontend:
         full = basics.op_name("allreduce", name, ps)
         buf, dtype = self._buffer(tensor, full)
         out = buf if inplace else self.a.empty_like(buf)
+        args, encoded = self._allreduce_args(full, buf, out, dtype, op, prescale_factor,
+                                             postscale_factor, ps)
+        c_handle = ctypes.c_void_p()
+        _lib.check(_lib.lib().hvd_allreduce_ex(ctypes.byref(args), ctypes.byref(c_handle)),
+                   "hvd_allreduce_ex(%s)" % full)
+        if inplace:
+            finish = lambda _: self._copy_back(tensor, buf)  # noqa: E731
+        else:
+            finish = lambda _: out  # noqa: E731
+        return _handles.register([c_handle.value], [full], (tensor, buf, out, encoded, args),
+                                 finish)
+
+    def _allreduce_args(self, name, buf, out, dtype, op, prescale_factor, postscale_factor, ps):
+        """(hvd_allreduce_args_t, the encoded name it points to) for one tensor, with
+        the device and stream fields set for a device tensor."""
+        device, _, c_stream = self._placement(buf, name, "hvd_allreduce_ex")
         args = _lib.new_allreduce_args()
-        encoded = full.encode()
+        encoded = name.encode()
         args.name = encoded
         args.sendbuf = self.a.address(buf) or None
         args.recvbuf = self.a.address(out) or None
@@ -117,14 +170,10 @@ class Frontend:
         args.prescale_factor = float(prescale_factor)
         args.postscale_factor = float(postscale_factor)
         args.process_set = ps
-        c_handle = ctypes.c_void_p()
-        _lib.check(_lib.lib().hvd_allreduce_ex(ctypes.byref(args), ctypes.byref(c_handle)),
-                   "hvd_allreduce_ex(%s)" % full)
-        if inplace:
-            finish = lambda _: self._copy_back(tensor, buf)  # noqa: E731
-        else:
-            finish = lambda _: out  # noqa: E731
-        return _handles.register([c_handle.value], [full], (tensor, buf, out, encoded), finish)
+        if device >= 0:
+            args.device = device
+            args.stream = c_stream
+        return args, encoded
 
     def grouped_allreduce_async(self, tensors, average=None, name=None, op=None,
                                 prescale_factor=1.0, postscale_factor=1.0, process_set=None,
@@ -137,6 +186,19 @@ class Frontend:
         bufs, dtypes = zip(*[self._buffer(t, n) for t, n in zip(tensors, names)]) if tensors \
             else ((), ())
         outs = list(bufs) if inplace else [self.a.empty_like(b) for b in bufs]
+        if inplace:
+            finish = lambda _: [self._copy_back(t, b) for t, b in zip(tensors, bufs)]  # noqa
+        else:
+            finish = lambda _: outs  # noqa: E731
+        if any(self.a.placement(b, nm)[0] >= 0 for b, nm in zip(bufs, names)):
+            built = [self._allreduce_args(nm, b, o, d, op, prescale_factor, postscale_factor,
+                                          ps) for nm, b, o, d in zip(names, bufs, outs, dtypes)]
+            keep = (tensors, bufs, outs, built)
+            c_handles = self._enqueue_each(
+                "hvd_allreduce_ex",
+                [lambda h, a=a: _lib.lib().hvd_allreduce_ex(ctypes.byref(a), h)
+                 for a, _ in built], names, keep)
+            return _handles.register(c_handles, names, keep, finish)
         n = len(tensors)
         c_names = (ctypes.c_char_p * max(n, 1))(*_encode(names))
         c_send = (ctypes.c_void_p * max(n, 1))(*[self.a.address(b) or None for b in bufs])
@@ -147,10 +209,6 @@ class Frontend:
         _lib.check(_lib.lib().hvd_grouped_allreduce_async(
             n, c_names, c_send, c_recv, c_counts, c_dtypes, op, float(prescale_factor),
             float(postscale_factor), ps, c_handles), "hvd_grouped_allreduce_async(%s)" % base)
-        if inplace:
-            finish = lambda _: [self._copy_back(t, b) for t, b in zip(tensors, bufs)]  # noqa
-        else:
-            finish = lambda _: outs  # noqa: E731
         return _handles.register(list(c_handles[:n]), names,
                                  (tensors, bufs, outs, c_names, c_send, c_recv), finish)
 
@@ -168,6 +226,20 @@ class Frontend:
             names = [base]
         shaped = [self._shaped(t, nm) for t, nm in zip(tensors, names)]
         shapes = [_shape_array(s) for _, _, s in shaped]
+        places = [self._placement(b, nm, "hvd_allgather_ex")
+                  for (b, _, _), nm in zip(shaped, names)]
+
+        def finish(handles):
+            return [self._result(h, nm, b, stream) for h, nm, (b, _, _), (_, stream, _)
+                    in zip(handles, names, shaped, places)]
+        if any(device >= 0 for device, _, _ in places):
+            encoded = _encode(names)
+            keep = (tensors, shaped, shapes, encoded, places)
+            c_handles = self._enqueue_each("hvd_allgather_ex", [
+                lambda h, e=e, b=b, c=c, d=d, p=p: _lib.lib().hvd_allgather_ex(
+                    e, self.a.address(b) or None, c, len(self.a.shape(b)), d, ps, p[0], p[2], h)
+                for e, (b, d, _), c, p in zip(encoded, shaped, shapes, places)], names, keep)
+            return _handles.register(c_handles, names, keep, finish)
         c_names = (ctypes.c_char_p * max(n, 1))(*_encode(names))
         c_send = (ctypes.c_void_p * max(n, 1))(*[self.a.address(b) or None for b, _, _ in shaped])
         c_shapes = (ctypes.POINTER(ctypes.c_int64) * max(n, 1))(
@@ -178,9 +250,6 @@ class Frontend:
         _lib.check(_lib.lib().hvd_grouped_allgather_async(
             n, c_names, c_send, c_shapes, c_ndims, c_dtypes, ps, c_handles),
             "hvd_grouped_allgather_async(%s)" % base)
-
-        def finish(handles):
-            return [self._result(h, nm, b) for h, nm, (b, _, _) in zip(handles, names, shaped)]
         return _handles.register(list(c_handles[:n]), names, (tensors, shaped, shapes), finish)
 
     def allgather_async(self, tensor, name=None, process_set=None):
@@ -198,12 +267,19 @@ class Frontend:
         full = basics.op_name("broadcast", name, ps)
         dtype = self.a.dtype_code(tensor, full)
         buf = self.a.contiguous(tensor) if inplace else self.a.clone(tensor)
+        device, _, c_stream = self._placement(buf, full, "hvd_broadcast_ex")
         encoded = full.encode()
         c_handle = ctypes.c_void_p()
-        _lib.check(_lib.lib().hvd_broadcast_async(encoded, self.a.address(buf) or None,
-                                                  self.a.numel(buf), dtype, root, ps,
-                                                  ctypes.byref(c_handle)),
-                   "hvd_broadcast_async(%s)" % full)
+        if device >= 0:
+            _lib.check(_lib.lib().hvd_broadcast_ex(encoded, self.a.address(buf) or None,
+                                                   self.a.numel(buf), dtype, root, ps, device,
+                                                   c_stream, ctypes.byref(c_handle)),
+                       "hvd_broadcast_ex(%s)" % full)
+        else:
+            _lib.check(_lib.lib().hvd_broadcast_async(encoded, self.a.address(buf) or None,
+                                                      self.a.numel(buf), dtype, root, ps,
+                                                      ctypes.byref(c_handle)),
+                       "hvd_broadcast_async(%s)" % full)
         if inplace:
             finish = lambda _: self._copy_back(tensor, buf)  # noqa: E731
         else:
@@ -223,15 +299,22 @@ class Frontend:
             split_list = self.a.int_list(splits)
             c_splits = (ctypes.c_int64 * max(len(split_list), 1))(*split_list)
             nsplits = len(split_list)
+        device, stream, c_stream = self._placement(buf, full, "hvd_alltoall_ex")
         encoded = full.encode()
         c_handle = ctypes.c_void_p()
-        _lib.check(_lib.lib().hvd_alltoall_async(encoded, self.a.address(buf) or None, c_shape,
-                                                 len(shape), dtype, c_splits, nsplits, ps,
-                                                 ctypes.byref(c_handle)),
-                   "hvd_alltoall_async(%s)" % full)
+        if device >= 0:
+            _lib.check(_lib.lib().hvd_alltoall_ex(encoded, self.a.address(buf) or None, c_shape,
+                                                  len(shape), dtype, c_splits, nsplits, ps,
+                                                  device, c_stream, ctypes.byref(c_handle)),
+                       "hvd_alltoall_ex(%s)" % full)
+        else:
+            _lib.check(_lib.lib().hvd_alltoall_async(encoded, self.a.address(buf) or None,
+                                                     c_shape, len(shape), dtype, c_splits,
+                                                     nsplits, ps, ctypes.byref(c_handle)),
+                       "hvd_alltoall_async(%s)" % full)
 
         def finish(handles):
-            out = self._result(handles[0], full, buf)
+            out = self._result(handles[0], full, buf, stream)
             return out, self.a.int32_vector(_handles.received_splits(handles[0], full))
         return _handles.register([c_handle.value], [full], (tensor, buf, c_shape, c_splits),
                                  finish)
@@ -252,6 +335,22 @@ class Frontend:
             names = [base]
         shaped = [self._shaped(t, nm) for t, nm in zip(tensors, names)]
         shapes = [_shape_array(s) for _, _, s in shaped]
+        places = [self._placement(b, nm, "hvd_reducescatter_ex")
+                  for (b, _, _), nm in zip(shaped, names)]
+
+        def finish(handles):
+            return [self._result(h, nm, b, stream) for h, nm, (b, _, _), (_, stream, _)
+                    in zip(handles, names, shaped, places)]
+        if any(device >= 0 for device, _, _ in places):
+            encoded = _encode(names)
+            keep = (tensors, shaped, shapes, encoded, places)
+            pre, post = float(prescale_factor), float(postscale_factor)
+            c_handles = self._enqueue_each("hvd_reducescatter_ex", [
+                lambda h, e=e, b=b, c=c, d=d, p=p: _lib.lib().hvd_reducescatter_ex(
+                    e, self.a.address(b) or None, c, len(self.a.shape(b)), d, op, pre, post, ps,
+                    p[0], p[2], h)
+                for e, (b, d, _), c, p in zip(encoded, shaped, shapes, places)], names, keep)
+            return _handles.register(c_handles, names, keep, finish)
         c_names = (ctypes.c_char_p * max(n, 1))(*_encode(names))
         c_send = (ctypes.c_void_p * max(n, 1))(*[self.a.address(b) or None for b, _, _ in shaped])
         c_shapes = (ctypes.POINTER(ctypes.c_int64) * max(n, 1))(
@@ -262,9 +361,6 @@ class Frontend:
         _lib.check(_lib.lib().hvd_grouped_reducescatter_async(
             n, c_names, c_send, c_shapes, c_ndims, c_dtypes, op, float(prescale_factor),
             float(postscale_factor), ps, c_handles), "hvd_grouped_reducescatter_async(%s)" % base)
-
-        def finish(handles):
-            return [self._result(h, nm, b) for h, nm, (b, _, _) in zip(handles, names, shaped)]
         return _handles.register(list(c_handles[:n]), names, (tensors, shaped, shapes), finish)
 
     def reducescatter_async(self, tensor, name=None, op=Average, prescale_factor=1.0,

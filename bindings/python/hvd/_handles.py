@@ -6,7 +6,9 @@ objects whose memory the runtime reads or writes (kept referenced until the
 collective completes, so the garbage collector can never free a buffer in use),
 and a `finish` function that builds the result once every C handle succeeded
 (for allgather, alltoall and reducescatter it copies the runtime-owned result out
-before the C handle is released).
+before the C handle is released: host memory, or device memory for a device
+tensor, whose copy the front-end queues on the stream the collective was enqueued
+after, the order in which hvd_handle_release frees it).
 
 synchronize() waits in short slices so that Ctrl-C is honoured, always waits for
 every C handle of the entry to complete before releasing anything (even when one
@@ -28,6 +30,7 @@ _WAIT_SLICE_MS = 200
 _lock = threading.Lock()
 _entries = {}
 _ids = itertools.count(1)
+_abandoned = []  # Handles no caller will synchronize: see abandon().
 
 
 class _Entry:
@@ -40,13 +43,52 @@ class _Entry:
         self.finish = finish
 
 
-def register(c_handles, names, keepalive, finish):
-    """Takes ownership of `c_handles` (ints); returns the new handle."""
+def _add(c_handles, names, keepalive, finish):
     entry = _Entry(list(c_handles), list(names), keepalive, finish)
     with _lock:
         handle = next(_ids)
         _entries[handle] = entry
     return handle
+
+
+def register(c_handles, names, keepalive, finish):
+    """Takes ownership of `c_handles` (ints); returns the new handle."""
+    if _abandoned:
+        _reap()
+    return _add(c_handles, names, keepalive, finish)
+
+
+def abandon(c_handles, names, keepalive):
+    """Takes the C handles of collectives that were enqueued although the call that
+    enqueued them then failed (a device group is enqueued one tensor at a time, and
+    a later tensor was refused). Keeps `keepalive` referenced until they complete,
+    then releases them; checked on every later register()."""
+    if not c_handles:
+        return
+    handle = _add(c_handles, names, keepalive, lambda _: None)
+    with _lock:
+        _abandoned.append(handle)
+
+
+def _reap():
+    """Releases the abandoned handles whose collectives have completed."""
+    with _lock:
+        candidates = list(_abandoned)
+    for handle in candidates:
+        try:
+            done = poll(handle)
+        except errors.HvdError:
+            done = True
+        if not done:
+            continue
+        with _lock:
+            if handle not in _abandoned:
+                continue  # Another thread took it.
+            _abandoned.remove(handle)
+        try:
+            synchronize(handle)
+        except errors.HvdError:
+            pass  # The caller already got the error that made it abandon these.
 
 
 def _get(handle):

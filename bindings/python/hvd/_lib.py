@@ -41,10 +41,11 @@ REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", 
 
 
 class AllreduceArgs(ctypes.Structure):
-    """hvd_allreduce_args_t as of this binding. The C struct may grow at the end in
-    later versions, and hvd_allreduce_args_init writes the whole of it, so never
-    create one directly: new_allreduce_args() places it at the start of a larger
-    zeroed buffer and initialises it there."""
+    """hvd_allreduce_args_t as of this binding, field for field (tests/test_cuda.py
+    compares its size and offsets with the C compiler's). The C struct may grow at
+    the end in later versions, and hvd_allreduce_args_init writes the whole of it,
+    so never create one directly: new_allreduce_args() places it at the start of a
+    larger zeroed buffer and initialises it there."""
     _fields_ = [
         ("name", ctypes.c_char_p),
         ("sendbuf", ctypes.c_void_p),
@@ -165,6 +166,13 @@ _OPTIONAL_PROTOTYPES = {
     "hvd_join_async": (_I, [_I32, _P(_VP)]),
     "hvd_handle_join_rank": (_I, [_VP, _P(_I)]),
     "hvd_cuda_built": (_I, [_P(_I)]),
+    # The device forms (hvd.h, "Device tensors"); a device tensor needs them.
+    "hvd_allgather_ex": (_I, [_CP, _VP, _P(_I64), _I, _I, _I32, _I32, _VP, _P(_VP)]),
+    "hvd_broadcast_ex": (_I, [_CP, _VP, _I64, _I, _I, _I32, _I32, _VP, _P(_VP)]),
+    "hvd_alltoall_ex": (_I, [_CP, _VP, _P(_I64), _I, _I, _P(_I64), _I, _I32, _I32, _VP,
+                             _P(_VP)]),
+    "hvd_reducescatter_ex": (_I, [_CP, _VP, _P(_I64), _I, _I, _I, _D, _D, _I32, _I32, _VP,
+                                  _P(_VP)]),
 }
 
 _lib = None
@@ -203,6 +211,29 @@ def lib():
 def has(name):
     """Whether the loaded library provides the optional entry point `name`."""
     return name in lib().optional
+
+
+def require(name, what):
+    """Raises InvalidUsageError unless the loaded library has the entry point
+    `name` (required or optional), which `what` (a tensor) needs."""
+    if name not in _PROTOTYPES and not has(name):
+        raise errors.InvalidUsageError(
+            "%s needs %s, which %s lacks: it is older than this binding; rebuild libhvd"
+            % (what, name, lib().path))
+
+
+_cuda_built = None
+
+
+def cuda_built():
+    """Whether the loaded libhvd was built with CUDA (hvd_cuda_built), asked once."""
+    global _cuda_built
+    if _cuda_built is None:
+        out = ctypes.c_int(0)
+        if has("hvd_cuda_built"):
+            check(lib().hvd_cuda_built(ctypes.byref(out)), "hvd_cuda_built")
+        _cuda_built = out.value == 1
+    return _cuda_built
 
 
 def status_name(code):

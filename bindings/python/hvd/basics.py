@@ -176,12 +176,9 @@ def nccl_built():
 
 
 def cuda_built():
-    """Whether libhvd was built with CUDA (this package still takes CPU tensors only)."""
-    if not _lib.has("hvd_cuda_built"):
-        return False
-    out = ctypes.c_int()
-    _lib.check(_lib.lib().hvd_cuda_built(ctypes.byref(out)), "hvd_cuda_built")
-    return out.value == 1
+    """Whether libhvd was built with CUDA, so that hvd.torch takes CUDA tensors (says
+    nothing about whether a GPU is present)."""
+    return _lib.cuda_built()
 
 
 def mpi_enabled():

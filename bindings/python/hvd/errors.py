@@ -3,10 +3,10 @@
 Every failing C call raises an HvdError whose message is the runtime's own detail
 (hvd_last_error(): which tensor, which ranks, what differed) and whose `status`
 attribute is the C status name ("HVD_MISMATCH", ...). Each status has its own
-subclass, so callers can catch exactly what they expect; argument errors that the
-Python layer detects before calling C (an unsupported dtype, a CUDA tensor) raise
-the class the C layer would raise for them, InvalidArgumentError, which is also a
-ValueError.
+subclass, so callers can catch exactly what they expect; errors that the Python
+layer detects before calling C raise the class the C layer would raise for them:
+InvalidArgumentError (also a ValueError) for an unsupported dtype or device, and
+InvalidUsageError for a CUDA tensor given to a libhvd built without CUDA.
 """
 
 

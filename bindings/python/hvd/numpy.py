@@ -73,7 +73,10 @@ class _NumpyAdapter:
     def copy_(self, dst, src):
         np.copyto(dst, src)
 
-    def from_memory(self, address, nbytes, shape, like):
+    def placement(self, t, what):
+        return -1, None  # NumPy arrays are host memory.
+
+    def from_memory(self, address, nbytes, shape, like, stream=None):
         out = np.empty(shape, dtype=like.dtype)
         if out.nbytes != nbytes:
             raise InternalError(

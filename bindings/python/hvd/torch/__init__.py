@@ -1,4 +1,5 @@
-"""hvd.torch: horovod.torch 0.28's API over the dprun runtime, for CPU tensors.
+"""hvd.torch: horovod.torch 0.28's API over the dprun runtime, for CPU tensors and,
+with a libhvd built with CUDA (cuda_built()), CUDA tensors.
 
     import hvd.torch as hvd
     hvd.init()
@@ -10,9 +11,9 @@ Also: ShardedOptimizer (ZeRO stage 1 and 2). See mpi_ops for the collectives,
 optimizer for DistributedOptimizer, sharded for ShardedOptimizer.
 """
 from hvd.basics import (ProcessSet, add_process_set, check_health, cross_rank, cross_size,  # noqa: F401
-                        global_process_set, gloo_built, gloo_enabled, init, is_homogeneous,
-                        is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
-                        nccl_built, rank, remove_process_set, shutdown, size)
+                        cuda_built, global_process_set, gloo_built, gloo_enabled, init,
+                        is_homogeneous, is_initialized, local_rank, local_size, mpi_built,
+                        mpi_enabled, nccl_built, rank, remove_process_set, shutdown, size)
 from hvd.errors import (HorovodInternalError, HvdError, HvdTimeoutError, InternalError,  # noqa: F401
                         InvalidArgumentError, InvalidUsageError, MismatchError,
                         NotInitializedError, RemoteError, ShutDownError)

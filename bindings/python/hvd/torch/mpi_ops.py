@@ -1,10 +1,18 @@
-"""The horovod.torch 0.28 collectives for torch CPU tensors.
+"""The horovod.torch 0.28 collectives for torch CPU and CUDA tensors.
 
 Supported dtypes: float32, float64, float16, bfloat16, int8, uint8, int32, int64;
-torch.bool and every other dtype raise InvalidArgumentError, as do CUDA tensors
-(GPU tensors need the NCCL build of libhvd) and sparse tensors. Non-contiguous
-tensors are copied to a contiguous buffer; the in-place calls (trailing
-underscore) copy the result back, so the tensor given is really modified.
+torch.bool and every other dtype raise InvalidArgumentError, as do sparse tensors
+and tensors on devices other than the CPU and CUDA. Non-contiguous tensors are
+copied to a contiguous buffer; the in-place calls (trailing underscore) copy the
+result back, so the tensor given is really modified.
+
+CUDA tensors need a libhvd built with CUDA (hvd.cuda_built()); otherwise they raise
+InvalidUsageError before anything is enqueued. A CUDA collective follows the work
+queued so far on torch's current stream of the tensor's device, and its outputs
+are CUDA tensors on that device, ready once synchronize() returns (see _device).
+All of one rank's CUDA tensors in a process set must be on one device (usually
+torch.cuda.set_device(hvd.local_rank())). received_splits of alltoall and the
+results of join stay on the CPU.
 
 The blocking allreduce, grouped_allreduce, allgather, broadcast, alltoall and
 reducescatter are differentiable as in Horovod: allreduce's gradient is the
@@ -24,6 +32,7 @@ from hvd import _lib
 from hvd import basics
 from hvd.basics import global_process_set
 from hvd.errors import InternalError, InvalidArgumentError
+from hvd.torch import _device
 from hvd.torch.compression import Compression
 
 Sum, Average, Min, Max, Product, Adasum = (_frontend.Sum, _frontend.Average, _frontend.Min,
@@ -47,13 +56,7 @@ def check_tensor(t, what):
     if not torch.is_tensor(t):
         raise InvalidArgumentError("%s: hvd.torch takes torch.Tensor, got %s"
                                    % (what, type(t).__name__))
-    if t.device.type == "cuda":
-        raise InvalidArgumentError(
-            "%s: a CUDA tensor (%s) was given, but GPU support needs the NCCL build of "
-            "libhvd, which this package does not use yet; move the tensor to the CPU" % (what, t.device))
-    if t.device.type != "cpu":
-        raise InvalidArgumentError("%s: tensors on device %s are not supported; only CPU tensors"
-                                   % (what, t.device))
+    _device.placement(t, what)  # Raises for a device the runtime cannot take.
     if t.layout != torch.strided:
         raise InvalidArgumentError("%s: %s tensors are not supported (use a dense tensor, or "
                                    "DistributedOptimizer(sparse_as_dense=True))" % (what, t.layout))
@@ -66,6 +69,7 @@ def check_tensor(t, what):
 
 class _TorchAdapter:
     dtype_code = staticmethod(check_tensor)
+    placement = staticmethod(_device.placement)
 
     def contiguous(self, t):
         return t if t.is_contiguous() else t.detach().contiguous()
@@ -74,7 +78,7 @@ class _TorchAdapter:
         return t.detach().clone(memory_format=torch.contiguous_format)
 
     def empty_like(self, t):
-        return torch.empty(t.shape, dtype=t.dtype)
+        return torch.empty(t.shape, dtype=t.dtype, device=t.device)
 
     def address(self, t):
         return t.data_ptr()
@@ -89,12 +93,14 @@ class _TorchAdapter:
         with torch.no_grad():
             dst.copy_(src)
 
-    def from_memory(self, address, nbytes, shape, like):
-        out = torch.empty(shape, dtype=like.dtype)
+    def from_memory(self, address, nbytes, shape, like, stream=None):
+        out = torch.empty(shape, dtype=like.dtype, device=like.device)
         if out.numel() * out.element_size() != nbytes:
             raise InternalError("result of %d bytes does not fill shape %s of %s"
                                 % (nbytes, shape, like.dtype))
-        if nbytes:
+        if nbytes and out.is_cuda:
+            _device.copy_from_device(out, address, nbytes, stream)
+        elif nbytes:
             ctypes.memmove(out.data_ptr(), address, nbytes)
         return out
 

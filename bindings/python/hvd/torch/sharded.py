@@ -35,6 +35,9 @@ the rounding of the reduction. Optimizers that need whole-tensor statistics (LAM
 LARS, LBFGS) do not shard this way. Use clip_grad_norm_ (after synchronize) for a
 global-norm clip.
 
+Devices: parameters may be CUDA tensors (a bucket holds parameters of one dtype and
+one device, and its buffers live there); the collectives then run on the GPU.
+
 Contract: every rank of the process set constructs its ShardedOptimizers in the
 same order over the same parameter shapes, and (stage 2) produces gradients for
 the same parameters in each backward pass.
@@ -64,13 +67,13 @@ class _Bucket:
         self.numel = total
         self.padded = -(-total // world) * world
         self.chunk = self.padded // world
-        self.flat = torch.zeros(self.padded, dtype=dtype)
+        self.flat = torch.zeros(self.padded, dtype=dtype, device=params[0].device)
         with torch.no_grad():
             for p, off in zip(params, self.offsets):
                 self.flat[off:off + p.numel()].copy_(p.detach().reshape(-1))
                 p.data = self.flat[off:off + p.numel()].view_as(p)
         self.shard = self.flat[rank * self.chunk:(rank + 1) * self.chunk]
-        self.shard.grad = torch.zeros(self.chunk, dtype=dtype)
+        self.shard.grad = torch.zeros_like(self.shard)
         self.grad_flat = None       # Stage 1: the full gradient.
         self.staging = None         # Stage 2: the gradient being gathered this pass.
         self.ready = set()          # Stage 2: ids of params copied into staging.
@@ -136,7 +139,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
         self._grad_accs = []
         if stage == 1:
             for b in self._buckets:
-                b.grad_flat = torch.zeros(b.padded, dtype=b.flat.dtype)
+                b.grad_flat = torch.zeros_like(b.flat)
                 # The chunk's gradient is its own region of the full gradient, which
                 # the averaged chunk overwrites once the reducescatter has read it.
                 b.shard.grad = b.grad_flat[self._rank * b.chunk:(self._rank + 1) * b.chunk]
@@ -154,11 +157,11 @@ class ShardedOptimizer(torch.optim.Optimizer):
     def _make_buckets(self, params, bucket_bytes):
         buckets, current, size = [], [], 0
         for p in reversed(params):
-            if p.device.type != "cpu" or not p.dtype.is_floating_point:
-                raise ValueError("ShardedOptimizer takes floating-point CPU parameters, got %s on %s"
-                                 % (p.dtype, p.device))
+            if p.device.type not in ("cpu", "cuda") or not p.dtype.is_floating_point:
+                raise ValueError("ShardedOptimizer takes floating-point CPU or CUDA parameters, "
+                                 "got %s on %s" % (p.dtype, p.device))
             if current and (size + p.numel() * p.element_size() > bucket_bytes
-                            or p.dtype != current[0].dtype):
+                            or p.dtype != current[0].dtype or p.device != current[0].device):
                 buckets.append(current)
                 current, size = [], 0
             current.append(p)
@@ -213,7 +216,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
             if b.handle is not None and not b.ready:
                 self._finish_bucket(b)  # A new pass: the previous one's name must be done.
             if b.staging is None:
-                b.staging = torch.zeros(b.padded, dtype=b.flat.dtype)
+                b.staging = torch.zeros_like(b.flat)
                 self._track_staging()
             b.staging[off:off + p.numel()].add_(p.grad.reshape(-1))
             p.grad = None
@@ -259,7 +262,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
             for b in self._buckets:
                 if b.staging is not None or b.handle is None:
                     if b.staging is None:
-                        b.staging = torch.zeros(b.padded, dtype=b.flat.dtype)
+                        b.staging = torch.zeros_like(b.flat)
                     self._start_bucket(b)
             for b in self._buckets:
                 self._finish_bucket(b)

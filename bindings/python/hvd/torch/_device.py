@@ -1,0 +1,83 @@
+"""Where a torch tensor lives, in the C API's terms, and copying runtime-owned
+device results into torch tensors.
+
+placement(t, what) gives the `device` and `stream` that the device forms of the C
+calls take (hvd.h, "Device tensors"): (-1, None) for a CPU tensor; for a CUDA
+tensor its device index and torch's current stream on that device, so that the
+collective starts after the work already queued there (the contiguous copy of a
+strided input, the kernels that produced a gradient). A CUDA tensor given to a
+libhvd built without CUDA raises InvalidUsageError, the status the C API itself
+refuses it with, before anything is enqueued or copied.
+
+copy_from_device(out, address, nbytes, stream) copies a result that the runtime
+owns in device memory (hvd_handle_result of an allgather, alltoall or
+reducescatter) into the torch tensor `out`. The runtime frees that memory in the
+order of the stream the collective was enqueued with, so the copy is queued on
+that stream; the caller's current stream then waits for it.
+
+Nothing here touches torch.cuda for CPU tensors, so CPU-only torch builds work.
+"""
+import torch
+
+from hvd import _lib
+from hvd.errors import InvalidArgumentError, InvalidUsageError
+
+
+def placement(t, what, cuda_built=None):
+    """(device, stream) of tensor `t` for the C API: (-1, None) for a CPU tensor, or
+    (device index, torch.cuda.Stream) for a CUDA tensor. `cuda_built` (default: ask
+    the loaded libhvd) says whether the library takes device tensors. `t` needs only
+    a `.device` (a torch.device)."""
+    device = t.device
+    if device.type == "cpu":
+        return -1, None
+    if device.type != "cuda":
+        raise InvalidArgumentError("%s: tensors on device %s are not supported; only CPU "
+                                   "and CUDA tensors" % (what, device))
+    if cuda_built is None:
+        cuda_built = _lib.cuda_built()
+    if not cuda_built:
+        raise InvalidUsageError(
+            "tensor '%s' is on %s but libhvd was built without CUDA (%s); move the tensor "
+            "to the CPU, or use a libhvd built with CUDA (cmake -DHVD_WITH_CUDA=ON)"
+            % (what, device, _library_path()))
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return index, torch.cuda.current_stream(index)
+
+
+def _library_path():
+    try:
+        return _lib.lib().path
+    except Exception:  # Only for the message: the check itself does not need the path.
+        return "libhvd.so"
+
+
+class _DeviceBytes:
+    """`nbytes` bytes of device memory at `address`, as __cuda_array_interface__
+    (version 2: no stream, the caller orders the reads)."""
+
+    def __init__(self, address, nbytes):
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (address, False),
+            "strides": None,
+            "version": 2,
+        }
+
+
+def copy_from_device(out, address, nbytes, stream):
+    """Copies `nbytes` of device memory at `address` into the contiguous CUDA tensor
+    `out` (of exactly that many bytes), on `stream` (None: the current stream); see
+    the module docstring for the ordering."""
+    src = torch.as_tensor(_DeviceBytes(address, nbytes), device=out.device)
+    dst = out.view(-1).view(torch.uint8)  # Every dtype, bfloat16 included, as bytes.
+    current = torch.cuda.current_stream(out.device)
+    if stream is None or stream == current:
+        dst.copy_(src)
+        return
+    stream.wait_stream(current)  # `out` was allocated in the current stream's order.
+    with torch.cuda.stream(stream):
+        dst.copy_(src)
+    out.record_stream(stream)
+    current.wait_stream(stream)
