@@ -113,6 +113,12 @@ bool Cacheable(const proto::Response& r) {
 }
 
 void SetBit(std::vector<uint64_t>* bits, uint32_t i) { (*bits)[i / 64] |= uint64_t{1} << (i % 64); }
+void ClearBit(std::vector<uint64_t>* bits, uint32_t i) {
+  if (i / 64 < bits->size()) (*bits)[i / 64] &= ~(uint64_t{1} << (i % 64));
+}
+bool TestBit(const std::vector<uint64_t>& bits, uint32_t i) {
+  return i / 64 < bits.size() && (bits[i / 64] >> (i % 64)) & 1;
+}
 
 template <typename F>
 void ForEachBit(const google::protobuf::RepeatedField<uint64_t>& bits, F&& f) {
@@ -132,12 +138,13 @@ void Controller::PrepareRequests(const proto::RequestList& mine, proto::RequestL
   send->set_shutdown(mine.shutdown());
   send->set_error_code(mine.error_code());
   send->set_error_message(mine.error_message());
-  std::vector<uint64_t> bits(cache_.words(), 0), invalid(cache_.words(), 0);
+  pending_bits_.resize(cache_.words(), 0);
+  std::vector<uint64_t> invalid(cache_.words(), 0);
   auto consider = [&](const proto::Request& req) {
     uint32_t index = 0;
     const auto match = cache_.capacity() ? cache_.Lookup(req, &index) : ResponseCache::Match::kNone;
-    if (match == ResponseCache::Match::kHit && !pending_bits_.count(index)) {
-      pending_bits_[index] = req;
+    if (match == ResponseCache::Match::kHit && !TestBit(pending_bits_, index)) {
+      SetBit(&pending_bits_, index);
       ++stats_.cache_bits;
       return;
     }
@@ -151,12 +158,11 @@ void Controller::PrepareRequests(const proto::RequestList& mine, proto::RequestL
   for (const auto& req : resend) consider(req);
   for (const auto& req : mine.requests()) consider(req);
   // Bits are sent every cycle until the entry runs: the coordinator keeps no state.
-  for (const auto& [index, req] : pending_bits_) SetBit(&bits, index);
   bool any = false;
-  for (uint64_t w : bits) any = any || w;
+  for (uint64_t w : pending_bits_) any = any || w;
   for (uint64_t w : invalid) any = any || w;
   if (any) {
-    for (uint64_t w : bits) send->add_cache_bits(w);
+    for (uint64_t w : pending_bits_) send->add_cache_bits(w);
     for (uint64_t w : invalid) send->add_invalid_bits(w);
   }
 }
@@ -233,21 +239,23 @@ void Controller::ApplyResponses(const proto::ResponseList& in, proto::ResponseLi
   out->set_abort_message(in.abort_message());
   if (in.abort_code() != 0) return;
   // 1. Entries dropped everywhere: pending bits for them are resent in full.
+  auto resend_if_pending = [&](uint32_t i, const proto::Request& request) {
+    if (!TestBit(pending_bits_, i)) return;
+    resend_.push_back(request);
+    ClearBit(&pending_bits_, i);
+  };
   ForEachBit(in.cache_invalid_bits(), [&](uint32_t i) {
-    auto it = pending_bits_.find(i);
-    if (it != pending_bits_.end()) {
-      resend_.push_back(it->second);
-      pending_bits_.erase(it);
-    }
+    if (cache_.Has(i)) resend_if_pending(i, cache_.request(i));
     cache_.Erase(i);
   });
   // 2. Hits run first, in index order, fused as the coordinator would.
-  std::vector<proto::Response> hits;
+  std::vector<const proto::Response*> hits;
+  hits.reserve(cache_.size());
   ForEachBit(in.cache_hit_bits(), [&](uint32_t i) {
     HVD_CHECK_MSG(cache_.Has(i), "cache hit on an empty slot " + std::to_string(i));
-    hits.push_back(cache_.response(i));
+    hits.push_back(&cache_.response(i));
     cache_.Touch(i);
-    pending_bits_.erase(i);
+    ClearBit(&pending_bits_, i);
   });
   stats_.cache_hits += static_cast<int64_t>(hits.size());
   for (auto& r : PlanFusion(hits, in.fusion_threshold(), size())) *out->add_responses() = std::move(r);
@@ -261,12 +269,9 @@ void Controller::ApplyResponses(const proto::ResponseList& in, proto::ResponseLi
       auto own = own_requests_.find(resp.names(i));
       if (own == own_requests_.end()) continue;
       if (cacheable) {
-        const int64_t evicted = cache_.Put(own->second, singles[i]);
-        auto p = evicted >= 0 ? pending_bits_.find(static_cast<uint32_t>(evicted)) : pending_bits_.end();
-        if (p != pending_bits_.end()) {
-          resend_.push_back(p->second);
-          pending_bits_.erase(p);
-        }
+        proto::Request evicted_request;
+        const int64_t evicted = cache_.Put(own->second, singles[i], &evicted_request);
+        if (evicted >= 0) resend_if_pending(static_cast<uint32_t>(evicted), evicted_request);
       }
       own_requests_.erase(own);
     }

@@ -104,7 +104,9 @@ class Controller {
   std::vector<bool> shut_down_;
   std::set<int> joined_;
   ResponseCache cache_;
-  std::map<uint32_t, proto::Request> pending_bits_;        // sent as bits, not yet run
+  // Cache entries this rank has asked for by bit and not yet run (one bit per
+  // entry); their requests are the cached ones, resent in full if dropped.
+  std::vector<uint64_t> pending_bits_;
   std::map<std::string, proto::Request> own_requests_;     // sent in full, not yet run
   std::vector<proto::Request> resend_;                     // to send in full next cycle
   std::map<uint32_t, Clock::time_point> partial_since_;    // coordinator: bits not all set

@@ -15,15 +15,20 @@ bool Fusable(const proto::Response& r) {
 }
 
 // Responses with equal keys may share a buffer.
-std::string FusionKey(const proto::Response& r) {
-  std::string key = std::to_string(r.type()) + "/" + std::to_string(r.dtype()) + "/" +
-                    std::to_string(r.reduce_op()) + "/" + std::to_string(r.device()) + "/";
-  const double scales[2] = {r.prescale_factor(), r.postscale_factor()};
-  key.append(reinterpret_cast<const char*>(scales), sizeof(scales));
-  for (int j : r.joined_ranks()) key += "/" + std::to_string(j);
-  if (r.group_id() != 0) key += "/group" + std::to_string(r.group_id());
-  return key;
-}
+struct FusionKey {
+  explicit FusionKey(const proto::Response& r)
+      : type(r.type()), dtype(r.dtype()), op(r.reduce_op()), device(r.device()),
+        group(r.group_id()), pre(r.prescale_factor()), post(r.postscale_factor()),
+        joined(r.joined_ranks().begin(), r.joined_ranks().end()) {}
+  bool operator<(const FusionKey& o) const {
+    return std::tie(type, dtype, op, device, group, pre, post, joined) <
+           std::tie(o.type, o.dtype, o.op, o.device, o.group, o.pre, o.post, o.joined);
+  }
+  int type, dtype, op, device;
+  int64_t group;
+  double pre, post;
+  std::vector<int> joined;
+};
 
 int64_t ResponseBytes(const proto::Response& r, int size) {
   int64_t total = 0;
@@ -49,18 +54,19 @@ int64_t ResponseTensorBytes(const proto::Response& r, int i, int size) {
   return r.counts(i) * elem;
 }
 
-std::vector<proto::Response> PlanFusion(const std::vector<proto::Response>& responses,
+std::vector<proto::Response> PlanFusion(const std::vector<const proto::Response*>& responses,
                                         int64_t threshold, int size) {
   std::vector<proto::Response> out;
   out.reserve(responses.size());
-  std::map<std::string, std::pair<size_t, int64_t>> open;  // key -> (index in out, bytes)
-  for (const auto& r : responses) {
+  std::map<FusionKey, std::pair<size_t, int64_t>> open;  // key -> (index in out, bytes)
+  for (const proto::Response* p : responses) {
+    const proto::Response& r = *p;
     if ((threshold <= 0 && r.group_id() == 0) || !Fusable(r) || r.names_size() != 1) {
       out.push_back(r);
       continue;
     }
     const int64_t bytes = ResponseBytes(r, size);
-    const std::string key = FusionKey(r);
+    FusionKey key(r);
     auto it = open.find(key);
     // A group stays together whatever the threshold.
     const bool grouped = r.group_id() != 0;
@@ -71,12 +77,20 @@ std::vector<proto::Response> PlanFusion(const std::vector<proto::Response>& resp
     }
     out.push_back(r);
     if (grouped || bytes <= threshold) {
-      open[key] = {out.size() - 1, bytes};
+      open[std::move(key)] = {out.size() - 1, bytes};
     } else if (it != open.end()) {
       open.erase(it);
     }
   }
   return out;
+}
+
+std::vector<proto::Response> PlanFusion(const std::vector<proto::Response>& responses,
+                                        int64_t threshold, int size) {
+  std::vector<const proto::Response*> pointers;
+  pointers.reserve(responses.size());
+  for (const auto& r : responses) pointers.push_back(&r);
+  return PlanFusion(pointers, threshold, size);
 }
 
 }  // namespace hvd

@@ -26,6 +26,9 @@ int64_t ResponseTensorBytes(const proto::Response& r, int i, int size);
 
 std::vector<proto::Response> PlanFusion(const std::vector<proto::Response>& responses,
                                         int64_t threshold, int size);
+// The same over responses held elsewhere (the response cache), without copying them.
+std::vector<proto::Response> PlanFusion(const std::vector<const proto::Response*>& responses,
+                                        int64_t threshold, int size);
 
 }  // namespace hvd
 

@@ -25,7 +25,8 @@ ResponseCache::Match ResponseCache::Lookup(const proto::Request& request, uint32
   return SameRequest(slots_[it->second].request, request) ? Match::kHit : Match::kChanged;
 }
 
-int64_t ResponseCache::Put(const proto::Request& request, const proto::Response& response) {
+int64_t ResponseCache::Put(const proto::Request& request, const proto::Response& response,
+                           proto::Request* evicted_request) {
   if (capacity_ == 0) return -1;
   HVD_CHECK(response.names_size() == 1);
   if (by_name_.count(response.names(0))) return -1;
@@ -38,7 +39,7 @@ int64_t ResponseCache::Put(const proto::Request& request, const proto::Response&
     index = next_unused_++;
   } else {
     index = lru_.front();
-    Erase(index);
+    Erase(index, evicted_request);
     free_.pop_back();
     evicted = index;
   }

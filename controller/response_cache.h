@@ -36,8 +36,10 @@ class ResponseCache {
 
   // Caches (request, response) for response.names(0), a single-tensor response,
   // evicting the least recently used entry when full. No-op if already cached or
-  // if the capacity is 0. Returns the evicted index, or -1.
-  int64_t Put(const proto::Request& request, const proto::Response& response);
+  // if the capacity is 0. Returns the evicted index, or -1; the evicted entry's
+  // request goes to `evicted_request` when non-null.
+  int64_t Put(const proto::Request& request, const proto::Response& response,
+              proto::Request* evicted_request = nullptr);
 
   // Marks `index` most recently used.
   void Touch(uint32_t index);

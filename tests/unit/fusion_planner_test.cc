@@ -77,7 +77,9 @@ TEST(PlanFusionTest, ThresholdZeroDisablesFusion) {
     EXPECT_EQ(out[i].SerializeAsString(), in[i].SerializeAsString()) << "responses pass through unchanged";
 }
 
-TEST(PlanFusionTest, EmptyInput) { EXPECT_TRUE(PlanFusion({}, 1024, 2).empty()); }
+TEST(PlanFusionTest, EmptyInput) {
+  EXPECT_TRUE(PlanFusion(std::vector<proto::Response>{}, 1024, 2).empty());
+}
 
 TEST(PlanFusionTest, CompatibleTensorsFuseInOrderUpToTheThreshold) {
   // 40 bytes each; 100 holds two.
