@@ -226,10 +226,8 @@ void FuzzCoordinator(Reader& in) {
     hvd::proto::ResponseList out;
     if (!controller.Cycle(mine, now, &out).ok()) return;  // The loop would end here.
     CheckExecutable(out, size);
-    for (const auto& r : out.responses()) {
-      if (r.type() == hvd::proto::RESPONSE_JOIN) joined.assign(size, false);
+    for (const auto& r : out.responses())
       for (const auto& name : r.names()) in_flight.erase(name);
-    }
   }
 }
 
