@@ -356,6 +356,9 @@ class TcpStoreServer::Impl {
     bool parked = false;  // `pending` (a GET or WAIT) waits for keys or its deadline.
     StoreRequest pending;
     Clock::time_point deadline;
+    // The client has half-closed (or closed): nothing more to read, but the complete
+    // requests it sent before are still answered; then the connection closes.
+    bool eof = false;
     bool dead = false;
   };
 
@@ -367,7 +370,7 @@ class TcpStoreServer::Impl {
       fds.push_back({listen_fd_, POLLIN, 0});
       for (auto& c : conns_) {
         short events = 0;
-        if (c->in.size() < InputCap(*c)) events |= POLLIN;
+        if (!c->eof && c->in.size() < InputCap(*c)) events |= POLLIN;
         if (c->out_sent < c->out.size()) events |= POLLOUT;
         fds.push_back({c->fd, events, 0});
       }
@@ -478,12 +481,10 @@ class TcpStoreServer::Impl {
       }
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
       if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == ECONNRESET) return CloseReset(c);
       if (n < 0) return Close(c, "recv failed: " + ErrnoText(errno));
-      // End of stream. Mid-message is a protocol error; between messages it is a goodbye.
-      if (!c.in.empty())
-        return Close(c, "connection closed mid-message (" + std::to_string(c.in.size()) +
-                            " bytes of an incomplete message)");
-      return Close(c, "");
+      c.eof = true;  // ProcessInput answers what is buffered, then closes.
+      return;
     }
   }
 
@@ -495,13 +496,24 @@ class TcpStoreServer::Impl {
       if (len > opts_.max_message_bytes)
         return Close(c, "message length " + std::to_string(len) + " exceeds the limit of " +
                             std::to_string(opts_.max_message_bytes) + " bytes");
-      if (c.in.size() < 4 + static_cast<size_t>(len)) return;
+      if (c.in.size() < 4 + static_cast<size_t>(len)) break;
       StoreRequest req;
       if (!req.ParseFromArray(c.in.data() + 4, static_cast<int>(len)))
         return Close(c, "malformed message (" + std::to_string(len) + " bytes do not parse)");
       c.in.erase(0, 4 + static_cast<size_t>(len));
       Handle(c, req);
     }
+    if (c.eof) CloseAfterEof(c);
+  }
+
+  // Once the client's end of stream is reached and every complete request before it
+  // is answered, closes: quietly between messages (a goodbye), with a reason if part
+  // of a message is left (a protocol error).
+  void CloseAfterEof(Connection& c) {
+    if (c.dead || c.parked || c.out_sent < c.out.size()) return;
+    if (c.in.empty()) return Close(c, "");
+    Close(c, "connection closed mid-message (" + std::to_string(c.in.size()) +
+                 " bytes of an incomplete message)");
   }
 
   void Handle(Connection& c, const StoreRequest& req) {
@@ -590,10 +602,19 @@ class TcpStoreServer::Impl {
         c.out_sent += static_cast<size_t>(n);
       } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         return;
+      } else if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+        return CloseReset(c);
       } else if (n < 0 && errno != EINTR) {
         return Close(c, "send failed: " + ErrnoText(errno));
       }
     }
+  }
+
+  // Closes a connection the client reset: it exited, or closed with a reply unread.
+  // That is a goodbye unless it left part of a message behind.
+  void CloseReset(Connection& c) {
+    if (c.in.empty()) return Close(c, "");
+    Close(c, "connection reset with " + std::to_string(c.in.size()) + " bytes unprocessed");
   }
 
   // Closes the connection; a non-empty `reason` is logged.

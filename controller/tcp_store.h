@@ -9,7 +9,9 @@
 // non-blocking), so a slow, silent or hostile client never delays the others. A GET or
 // WAIT for an absent key is parked and answered when the key is set or its timeout
 // passes. A connection that sends an oversized, malformed or unauthenticated message is
-// closed and the reason is logged; the server keeps serving everyone else.
+// closed and the reason is logged; the server keeps serving everyone else. A client's
+// close or reset between messages is its goodbye and is not logged; the requests it
+// sent before closing its sending side (shutdown(SHUT_WR)) are still answered.
 //
 // Client: a connection guarded by one mutex, so calls are thread-safe and serialised.
 // Every request waits for its reply at most its own timeout plus a small margin; a lost
@@ -45,7 +47,8 @@ class TcpStoreServer {
     int max_clients = 4096;
     // A connection that has not authenticated within this time is closed.
     std::chrono::milliseconds auth_timeout{30000};
-    // Receives one line per closed-for-cause connection and other server events.
+    // Receives one line per closed-for-cause connection (not for goodbyes) and other
+    // server events.
     // Empty: lines go to stderr prefixed "dprun store: ". Called on the server thread.
     std::function<void(const std::string&)> log;
   };

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <sstream>
 #include <system_error>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "controller/launcher/remote_spawner.h"
 #include "controller/launcher/signal_scope.h"
 #include "controller/tcp_store.h"
+#include "runtime/runtime.h"
 
 extern char** environ;
 
@@ -37,6 +39,10 @@ using std::chrono::milliseconds;
 constexpr milliseconds kMaxPoll{100};
 // How long to wait for processes to vanish after SIGKILL before giving up on them.
 constexpr std::chrono::seconds kGiveUpAfterKill{10};
+// After a rank dies, how long the others get to report it and exit before SIGTERM.
+constexpr std::chrono::seconds kReportWindow{3};
+// How long to wait for rank 0's straggler report once every rank has exited.
+constexpr milliseconds kStragglerReportWait{500};
 // Reads of one pipe per wakeup, so one chatty rank cannot starve the others.
 constexpr int kReadsPerRound = 16;
 constexpr size_t kSecretBytes = 32;
@@ -86,6 +92,14 @@ int ExitCodeOf(int status) {
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
+// The variables dprun's own flags give every rank.
+EnvVars FlagVariables(const LauncherOptions& options) {
+  EnvVars vars;
+  if (!options.timeline_path.empty()) vars.emplace_back("HVD_TIMELINE", options.timeline_path);
+  if (options.straggler_report) vars.emplace_back("HVD_STRAGGLER_REPORT", "1");
+  return vars;
+}
+
 const char* SignalName(int sig) {
   switch (sig) {
     case SIGINT:
@@ -116,6 +130,7 @@ class Launcher::Job {
       CloseStream(r.err);
       CloseStdin(r);
     }
+    if (options_.straggler_report) PrintStragglerReport();
     server_->Stop();
     return exit_code_;
   }
@@ -141,8 +156,9 @@ class Launcher::Job {
     RankPlacement placement;
     bool pending = false;  // Not spawned yet (SpawnPending).
   };
-  // kRunning until the job must end; then SIGTERM (kTerminating), then SIGKILL.
-  enum class Phase { kRunning, kTerminating, kKilling };
+  // kRunning until the job must end; then SIGTERM (kTerminating), then SIGKILL. A
+  // rank's death first gives the others kReportWindow to report it (kReporting).
+  enum class Phase { kRunning, kReporting, kTerminating, kKilling };
 
   void Message(const std::string& text) { WriteFully(err_fd_, "dprun: " + text + "\n"); }
 
@@ -200,7 +216,8 @@ class Launcher::Job {
     }
     std::vector<std::string> environment;
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) environment.emplace_back(*e);
-    const EnvVars forwarded = ForwardedVariables(options_.env_vars, environment);
+    const EnvVars forwarded =
+        MergeVariables(ForwardedVariables(options_.env_vars, environment), FlagVariables(options_));
 
     ranks_.resize(placements.size());
     for (size_t i = 0; i < placements.size(); ++i) {
@@ -335,6 +352,7 @@ class Launcher::Job {
   int PollTimeoutMs() const {
     auto next = Clock::now() + kMaxPoll;
     if (start_check_pending_) next = std::min(next, start_deadline_);
+    if (phase_ == Phase::kReporting) next = std::min(next, report_deadline_);
     if (phase_ == Phase::kTerminating) next = std::min(next, kill_deadline_);
     const auto left = std::chrono::ceil<milliseconds>(next - Clock::now()).count();
     return static_cast<int>(std::max<int64_t>(left, 0));
@@ -425,24 +443,36 @@ class Launcher::Job {
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
       if (options_.verbose) Message(RankName(r) + " exited with code 0");
     } else if (!cause_recorded_) {
-      Fail(RankName(r) + " " + DescribeExit(status), ExitCodeOf(status));
+      // The survivors' runtimes read this when they lose the rank, and report it as
+      // the cause; they get kReportWindow to do so before the teardown.
+      const std::string why = RankName(r) + " " + DescribeExit(status);
+      local_store_->Set(kLauncherAbortKey, why);
+      Fail(why, ExitCodeOf(status), /*let_others_report=*/true);
+    } else if (phase_ == Phase::kReporting) {
+      Message(RankName(r) + " " + DescribeExit(status) + " after the failure above");
     } else {
       Message(RankName(r) + " terminated by dprun (" + DescribeExit(status) + ")");
     }
   }
 
-  // Reports `why`; the first call decides the exit status and starts the teardown.
-  void Fail(const std::string& why, int exit_code) {
+  // Reports `why`; the first call decides the exit status and starts the teardown, or
+  // with `let_others_report`, the report window that precedes it.
+  void Fail(const std::string& why, int exit_code, bool let_others_report = false) {
     Message(why);
     if (!cause_recorded_) {
       cause_recorded_ = true;
       exit_code_ = exit_code;
     }
+    if (let_others_report && phase_ == Phase::kRunning) {
+      phase_ = Phase::kReporting;
+      report_deadline_ = Clock::now() + kReportWindow;
+      return;
+    }
     BeginTeardown();
   }
 
   void BeginTeardown() {
-    if (phase_ != Phase::kRunning) return;
+    if (phase_ != Phase::kRunning && phase_ != Phase::kReporting) return;
     if (options_.grace_period_s <= 0) return StartKilling();
     phase_ = Phase::kTerminating;
     SignalAll(SIGTERM);
@@ -457,16 +487,19 @@ class Launcher::Job {
     give_up_deadline_ = Clock::now() + kGiveUpAfterKill;
   }
 
-  // Signals each rank's process group: the rank and whatever it started. A remote
-  // rank's SIGTERM is the close of its ssh's stdin, which the remote script turns into
-  // SIGTERM there; SIGKILL goes to the ssh itself.
+  // Signals each rank's process group: the rank and whatever it started; SIGTERM comes
+  // with SIGCONT, so a stopped (frozen) rank acts on it now. A remote rank's SIGTERM is
+  // the close of its ssh's stdin, which the remote script turns into SIGTERM there;
+  // SIGKILL goes to the ssh itself.
   void SignalAll(int sig) {
     for (Rank& r : ranks_) {
       if (r.pid <= 0) continue;
-      if (r.remote && sig == SIGTERM)
+      if (r.remote && sig == SIGTERM) {
         CloseStdin(r);
-      else
+      } else {
         ::kill(-r.pid, sig);
+        if (sig == SIGTERM) ::kill(-r.pid, SIGCONT);
+      }
     }
   }
 
@@ -478,6 +511,7 @@ class Launcher::Job {
 
   void CheckDeadlines(Clock::time_point now) {
     if (start_check_pending_ && now >= start_deadline_) CheckStarted();
+    if (phase_ == Phase::kReporting && (now >= report_deadline_ || !AnyRunning())) BeginTeardown();
     if (phase_ == Phase::kTerminating && now >= kill_deadline_) {
       if (options_.verbose) Message("grace period over; sending SIGKILL");
       StartKilling();
@@ -513,6 +547,16 @@ class Launcher::Job {
     Fail((missing.size() == 1 ? "rank " : "ranks ") + list + " did not start within " +
              SecondsText(options_.start_timeout_s) + " s",
          1);
+  }
+
+  // Prints rank 0's straggler report, one "dprun: " line per line of it.
+  void PrintStragglerReport() {
+    std::string report;
+    if (!local_store_->Get(kLauncherStragglerKey, kStragglerReportWait, &report).ok() ||
+        report.empty())
+      return Message("no straggler report: rank 0 leaves it in hvd_shutdown, and did not");
+    std::istringstream lines(report);
+    for (std::string line; std::getline(lines, line);) Message(line);
   }
 
   // True while some rank runs or waits to be spawned.
@@ -557,7 +601,7 @@ class Launcher::Job {
   int interrupts_ = 0;
   bool start_check_pending_ = false;
   bool given_up_ = false;
-  Clock::time_point start_deadline_, kill_deadline_, give_up_deadline_;
+  Clock::time_point start_deadline_, report_deadline_, kill_deadline_, give_up_deadline_;
 };
 
 Launcher::Launcher(LauncherOptions options, int out_fd, int err_fd)

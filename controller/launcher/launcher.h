@@ -12,10 +12,15 @@
 //      (local_spawner.h) or over ssh (remote_spawner.h).
 //   4. Supervises in one poll loop: relays output lines, reaps children, checks the
 //      start timeout, and tears the job down when it must.
+//   5. With --straggler-report, prints the report rank 0 left in the store.
 //
 // Teardown: the first rank to exit non-zero or by a signal is the cause and is
-// reported as such; dprun sends SIGTERM to every rank's process group, SIGKILL after
-// the grace period, and reports later exits as consequences ("terminated by dprun").
+// reported as such. dprun records it in the store under kLauncherAbortKey
+// (runtime/runtime.h), "rank 2 (pid 41) was killed by signal 9 (Killed)", where the
+// other ranks' runtimes look when they lose a peer, so each reports the real cause;
+// it gives them up to 3 s to do so and exit (less once every rank has exited). Then
+// dprun sends SIGTERM to every rank's process group, SIGKILL after the grace period,
+// and reports later exits as consequences ("terminated by dprun").
 // For a remote rank, SIGTERM is the close of its ssh's stdin (the remote side then
 // terminates the rank) and SIGKILL goes to its ssh. A remote rank whose ssh fails
 // before the rank started fails the job with exit status 1, naming the host.

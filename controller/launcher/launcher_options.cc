@@ -151,6 +151,23 @@ const FlagSpec kFlags[] = {
        o->network_interface = v;
        return Status::OK();
      }},
+    {"--timeline", nullptr, "PATH", nullptr,
+     "rank 0 writes a Chrome/Perfetto trace of every tensor's negotiation and execution to "
+     "PATH (sets HVD_TIMELINE for the ranks)",
+     false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       if (v.empty()) return Status::InvalidUsage(f + " expects a file name");
+       o->timeline_path = v;
+       return Status::OK();
+     }},
+    {"--straggler-report", nullptr, nullptr, "off",
+     "at the end of the job, print rank 0's report of which ranks tensors waited on last, "
+     "and for how long (sets HVD_STRAGGLER_REPORT=1 for the ranks)",
+     false,
+     [](const std::string&, const std::string&, LauncherOptions* o) {
+       o->straggler_report = true;
+       return Status::OK();
+     }},
     {"--verbose", nullptr, nullptr, "off", "print the store address and each rank's pid", false,
      [](const std::string&, const std::string&, LauncherOptions* o) {
        o->verbose = true;
@@ -249,7 +266,9 @@ std::string LauncherUsage() {
       "\n"
       "Runs N copies of command as the ranks of one job, on this host or, with -H or\n"
       "--hostfile, on several hosts (over ssh, in BatchMode: set up keys first), prefixing\n"
-      "each line of their output with [rank]<stdout>: or [rank]<stderr>:.\n"
+      "each line of their output with [rank]<stdout>: or [rank]<stderr>:. When a rank\n"
+      "fails, dprun tells the others how (they report it as the cause), gives them up to\n"
+      "3 s to exit, then terminates the rest.\n"
       "\n"
       "options:\n";
   for (const FlagSpec& f : kFlags) {
@@ -264,7 +283,8 @@ std::string LauncherUsage() {
        "each rank's environment:\n"
        "  HVD_RANK, HVD_SIZE, HVD_LOCAL_RANK, HVD_LOCAL_SIZE, HVD_CROSS_RANK,\n"
        "  HVD_CROSS_SIZE, HVD_STORE_ADDR (host:port), HVD_STORE_SECRET, HVD_GLOO_HOSTNAME,\n"
-       "  HVD_JOB_ID; with --network-interface also HVD_GLOO_IFACE and NCCL_SOCKET_IFNAME\n"
+       "  HVD_JOB_ID; with --network-interface also HVD_GLOO_IFACE and NCCL_SOCKET_IFNAME,\n"
+       "  with --timeline HVD_TIMELINE, with --straggler-report HVD_STRAGGLER_REPORT\n"
        "\n"
        "exit status:\n"
        "  0        every rank exited 0\n"

@@ -23,6 +23,11 @@ struct LauncherOptions {
   double grace_period_s = 5;
   // --verbose: print the store address and each rank's pid.
   bool verbose = false;
+  // --timeline PATH: set as HVD_TIMELINE for every rank (rank 0 writes the trace).
+  std::string timeline_path;
+  // --straggler-report: set HVD_STRAGGLER_REPORT=1 for every rank and print rank 0's
+  // report (store key hvd/straggler_report) at the end of the job.
+  bool straggler_report = false;
   // -H LIST or --hostfile FILE (see host_list.h). Empty: every rank runs on this host.
   std::vector<HostSlots> hosts;
   // -p, --ssh-port N: the port ssh connects to; 0 leaves it to ssh (its config, or 22).

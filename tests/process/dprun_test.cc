@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -333,6 +334,19 @@ TEST(DprunTest, RankKilledBySignal) {
   EXPECT_TRUE(Gone(pids[0]));
 }
 
+TEST(DprunTest, OtherRanksMayReportAFailureBeforeTheTeardown) {
+  // Rank 1 fails; rank 0 still has a second to say something and exit on its own.
+  Dprun d(Args(2,
+               "if [ \"$HVD_RANK\" = 1 ]; then sleep 0.3; exit 3; fi; "
+               "sleep 1; echo still-here; exit 1"));
+  EXPECT_EQ(ExitCode(d.Wait()), 3) << d.err;
+  EXPECT_LT(Seconds(d.elapsed), 10.0);
+  EXPECT_TRUE(Contains(d.out, "[0]<stdout>:still-here\n")) << d.out;
+  EXPECT_TRUE(Contains(d.err, ") exited with code 3\n")) << d.err;
+  EXPECT_TRUE(Contains(d.err, ") exited with code 1 after the failure above\n")) << d.err;
+  EXPECT_FALSE(Contains(d.err, "terminated by dprun")) << d.err;
+}
+
 TEST(DprunTest, ProcessesARankLeavesBehindAreTerminated) {
   // Rank 0 starts a background sleep and exits 0 at once; it must not survive dprun.
   Dprun d(Args(1, "sleep 60 & echo pid=$!"));
@@ -484,7 +498,8 @@ TEST(DprunTest, HelpListsEveryOptionWithItsDefault) {
     EXPECT_EQ(ExitCode(d.Wait()), 0);
     for (const char* text :
          {"usage: dprun", "-np, --num-proc N", "--start-timeout S", "(default: 120)",
-          "--grace-period S", "(default: 5)", "--verbose", "-h, --help", "HVD_STORE_ADDR"})
+          "--grace-period S", "(default: 5)", "--verbose", "--timeline PATH", "--straggler-report",
+          "-h, --help", "HVD_STORE_ADDR"})
       EXPECT_TRUE(Contains(d.out, text)) << text << "\n" << d.out;
   }
 }
@@ -493,6 +508,29 @@ TEST(DprunTest, OptionsAcceptEqualsFormAndDoubleDash) {
   Dprun d({"-np=2", "--start-timeout=1000", "--", "sh", "-c", "echo r$HVD_RANK"});
   EXPECT_EQ(ExitCode(d.Wait()), 0) << d.err;
   EXPECT_TRUE(Contains(d.out, "[1]<stdout>:r1\n")) << d.out;
+}
+
+TEST(DprunTest, TimelineAndStragglerReportFlags) {
+  char dir[] = "/tmp/dprun-timeline-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/timeline.json";
+  Dprun d({"-np", "2", "--timeline", path, "--straggler-report",
+           std::string(HVD_BUILD_DIR) + "/tests/programs/loop_job", "30"});
+  EXPECT_EQ(ExitCode(d.Wait()), 0) << d.err;
+  // Rank 0's report, line by line, after the job.
+  EXPECT_TRUE(Contains(d.err, "dprun: straggler report: ")) << d.err;
+  EXPECT_TRUE(Contains(d.err, "\ndprun:   rank     last")) << d.err;
+  EXPECT_TRUE(Contains(d.err, "\ndprun:      1 ")) << d.err;
+  std::ifstream in(path);
+  std::stringstream timeline;
+  timeline << in.rdbuf();
+  EXPECT_TRUE(Contains(timeline.str(), "\"loop\"")) << timeline.str().substr(0, 500);
+  ::unlink(path.c_str());
+  ::rmdir(dir);
+
+  Dprun none(Args(1, "exit 0", {"--start-timeout", "1000", "--straggler-report"}));
+  EXPECT_EQ(ExitCode(none.Wait()), 0) << none.err;
+  EXPECT_TRUE(Contains(none.err, "dprun: no straggler report")) << none.err;
 }
 
 TEST(DprunTest, UnknownCommandExits127) {

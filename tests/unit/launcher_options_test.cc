@@ -1,4 +1,4 @@
-// dprun's multi-host flags, parsed without running anything.
+// dprun's flags, parsed without running anything.
 #include "controller/launcher/launcher_options.h"
 
 #include <gmock/gmock.h>
@@ -94,12 +94,44 @@ TEST(LauncherOptions, BadMultiHostValues) {
   }
 }
 
-TEST(LauncherOptions, UsageListsTheMultiHostFlags) {
+TEST(LauncherOptions, DiagnosticsFlags) {
+  LauncherOptions o;
+  ASSERT_TRUE(ParseLauncherArgs({"-np", "2", "cmd"}, &o).ok());
+  EXPECT_EQ(o.timeline_path, "");
+  EXPECT_FALSE(o.straggler_report);
+  for (const std::vector<std::string>& timeline :
+       {std::vector<std::string>{"--timeline", "/tmp/t.json"}, {"--timeline=/tmp/t.json"}}) {
+    std::vector<std::string> args = {"-np", "2"};
+    args.insert(args.end(), timeline.begin(), timeline.end());
+    args.insert(args.end(), {"--straggler-report", "cmd", "--straggler-report"});
+    o = LauncherOptions();
+    const Status s = ParseLauncherArgs(args, &o);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(o.timeline_path, "/tmp/t.json");
+    EXPECT_TRUE(o.straggler_report);
+    EXPECT_EQ(o.command, (std::vector<std::string>{"cmd", "--straggler-report"}));
+  }
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--timeline="}, "--timeline expects a file name"},
+      {{"--timeline"}, "option --timeline needs a value PATH"},
+      {{"--straggler-report=1"}, "option --straggler-report takes no value"},
+  };
+  for (const auto& [flags, message] : bad) {
+    std::vector<std::string> args = {"-np", "1"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const Status s = ParseLauncherArgs(args, &o);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidUsage) << flags[0];
+    EXPECT_THAT(s.message(), HasSubstr(message)) << flags[0];
+  }
+}
+
+TEST(LauncherOptions, UsageListsTheFlags) {
   const std::string u = LauncherUsage();
   for (const char* text :
        {"-H, --hosts LIST", "--hostfile FILE", "-p, --ssh-port N", "--ssh-identity-file FILE",
         "-x VAR[=VALUE]", "--network-interface IFACE", "--ssh-connect-timeout S",
-        "NCCL_SOCKET_IFNAME"})
+        "NCCL_SOCKET_IFNAME", "--timeline PATH", "--straggler-report", "HVD_TIMELINE",
+        "HVD_STRAGGLER_REPORT"})
     EXPECT_THAT(u, HasSubstr(text));
 }
 

@@ -253,6 +253,85 @@ TEST_F(TcpStoreTest, TruncatedMessageThenClose) {
   ExpectServesGoodClient();
 }
 
+// A client may send its last requests and half-close at once (shutdown(SHUT_WR)); the
+// requests that arrived complete are still answered, then the server closes quietly.
+TEST_F(TcpStoreTest, RequestsSentWithAHalfCloseAreStillAnswered) {
+  const int fd = RawConnect();
+  proto::StoreRequest set;
+  set.set_op(proto::StoreRequest::SET);
+  set.set_key("half/a");
+  set.set_value("1");
+  proto::StoreRequest get;
+  get.set_op(proto::StoreRequest::GET);
+  get.set_key("half/a");
+  get.set_timeout_ms(1000);
+  SendBytes(fd, AuthFrame() + Frame(set) + Frame(get));
+  ASSERT_EQ(::shutdown(fd, SHUT_WR), 0);
+  proto::StoreResponse resp;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(ReadReply(fd, &resp)) << "reply " << i << "\n" << log_.All();
+    EXPECT_EQ(resp.code(), 0) << resp.message();
+  }
+  ASSERT_TRUE(ReadReply(fd, &resp)) << log_.All();
+  EXPECT_EQ(resp.code(), 0) << resp.message();
+  EXPECT_EQ(resp.value(), "1");
+  EXPECT_TRUE(ClosedByServer(fd));
+  ::close(fd);
+
+  // A GET parked when the half-close comes is answered once its key is set.
+  const int waiter = RawConnect();
+  get.set_key("half/later");
+  get.set_timeout_ms(5000);
+  SendBytes(waiter, AuthFrame() + Frame(get));
+  ASSERT_EQ(::shutdown(waiter, SHUT_WR), 0);
+  ASSERT_TRUE(ReadReply(waiter, &resp));  // AUTH
+  std::this_thread::sleep_for(milliseconds(100));
+  ASSERT_TRUE(server_->LocalStore()->Set("half/later", "2").ok());
+  ASSERT_TRUE(ReadReply(waiter, &resp)) << log_.All();
+  EXPECT_EQ(resp.code(), 0) << resp.message();
+  EXPECT_EQ(resp.value(), "2");
+  EXPECT_TRUE(ClosedByServer(waiter));
+  ::close(waiter);
+
+  // Part of a message before the half-close is still a protocol error.
+  const int cut = RawConnect();
+  SendBytes(cut, AuthFrame() + Frame(set).substr(0, 6));
+  ASSERT_EQ(::shutdown(cut, SHUT_WR), 0);
+  ASSERT_TRUE(ReadReply(cut, &resp));
+  EXPECT_TRUE(ClosedByServer(cut));
+  ::close(cut);
+  EXPECT_TRUE(log_.WaitFor("closed mid-message (6 bytes")) << log_.All();
+  // The two goodbyes were not logged; only the cut message was.
+  EXPECT_EQ(log_.All().find("closing connection"), log_.All().rfind("closing connection"))
+      << log_.All();
+  ExpectServesGoodClient();
+}
+
+// A client that exits with a reply unread resets its connection: a goodbye, not
+// logged, unless it left part of a message behind.
+TEST_F(TcpStoreTest, ResetBetweenMessagesIsAQuietGoodbye) {
+  auto reset = [](int fd) {
+    const linger hard{1, 0};  // close() sends RST.
+    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
+    ::close(fd);
+  };
+  const int quiet = RawConnect();
+  SendBytes(quiet, AuthFrame());
+  proto::StoreResponse resp;
+  ASSERT_TRUE(ReadReply(quiet, &resp));
+  reset(quiet);
+  const int cut = RawConnect();
+  SendBytes(cut, AuthFrame());
+  ASSERT_TRUE(ReadReply(cut, &resp));
+  SendBytes(cut, Length(100) + std::string(10, 'x'));
+  std::this_thread::sleep_for(milliseconds(100));  // Let the server read them first.
+  reset(cut);
+  EXPECT_TRUE(log_.WaitFor("bytes unprocessed")) << log_.All();
+  ExpectServesGoodClient();
+  EXPECT_EQ(log_.All().find("closing connection"), log_.All().rfind("closing connection"))
+      << log_.All();
+}
+
 TEST_F(TcpStoreTest, SilentAndHalfSpokenClientsDoNotBlockOthers) {
   const int silent = RawConnect();
   const int half = RawConnect();
