@@ -151,22 +151,6 @@ Status Executor::AllreducePieces(const proto::Response& r, const std::vector<Ten
   return Status::OK();
 }
 
-namespace {
-
-// Rows of a first dimension of `dim0` that rank r of `size` receives in a
-// reduce-scatter: the first dim0 % size ranks get one extra row (Horovod's rule).
-int64_t ScatterRows(int64_t dim0, int size, int r) {
-  return dim0 / size + (r < dim0 % size ? 1 : 0);
-}
-
-std::vector<int64_t> WithFirstDim(const std::vector<int64_t>& shape, int64_t d0) {
-  std::vector<int64_t> out = shape.empty() ? std::vector<int64_t>{0} : shape;
-  out[0] = d0;
-  return out;
-}
-
-}  // namespace
-
 // Fused allgather: every rank's inputs travel as one contiguous segment per rank
 // (its tensors back to back); each tensor's result is then the concatenation of its
 // block from every rank's segment.

@@ -26,6 +26,20 @@
 
 namespace hvd {
 
+// Rows of a first dimension of `dim0` that rank r of `size` receives in a
+// reduce-scatter: the first dim0 % size ranks get one extra row (Horovod's rule).
+// Host and device executors share it, so both split alike.
+inline int64_t ScatterRows(int64_t dim0, int size, int r) {
+  return dim0 / size + (r < dim0 % size ? 1 : 0);
+}
+
+// `shape` with its first dimension replaced by d0 (a scalar becomes {d0}).
+inline std::vector<int64_t> WithFirstDim(const std::vector<int64_t>& shape, int64_t d0) {
+  std::vector<int64_t> out = shape.empty() ? std::vector<int64_t>{0} : shape;
+  out[0] = d0;
+  return out;
+}
+
 // A growable buffer that is allocated once and kept: no large allocation per
 // collective (glibc would unmap and remap blocks over its mmap threshold each time).
 class FusionBuffer {

@@ -5,23 +5,12 @@
 #include <numeric>
 
 #include "runtime/cuda/copy_kernels.h"
+#include "runtime/executor.h"
 #include "runtime/reduce_kernels.h"
 
 namespace hvd {
 namespace cuda {
 namespace {
-
-// Rows of a first dimension of `dim0` that rank r of `size` receives in a
-// reduce-scatter (the host executor's rule).
-int64_t ScatterRows(int64_t dim0, int size, int r) {
-  return dim0 / size + (r < dim0 % size ? 1 : 0);
-}
-
-std::vector<int64_t> WithFirstDim(const std::vector<int64_t>& shape, int64_t d0) {
-  std::vector<int64_t> out = shape.empty() ? std::vector<int64_t>{0} : shape;
-  out[0] = d0;
-  return out;
-}
 
 std::string Describe(const proto::Response& r) {
   const char* op = "collective";
