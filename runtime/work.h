@@ -8,6 +8,7 @@
 #ifndef HVD_RUNTIME_WORK_H_
 #define HVD_RUNTIME_WORK_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -22,39 +23,62 @@ namespace hvd {
 
 class Work {
  public:
+  // How long Wait spins before it sleeps.
+  static constexpr std::chrono::microseconds kSpin{20};
+
   explicit Work(std::string name) : name_(std::move(name)) {}
 
   const std::string& name() const { return name_; }
 
-  bool Poll() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return done_;
-  }
+  bool Poll() const { return done_.load(std::memory_order_acquire); }
 
   // Waits up to `timeout` (negative: until done). Returns kInProgress if still
   // running, else the final status.
+  //
+  // A caller waiting on many tensors in turn (a DDP step's handles) usually finds
+  // the next one completing within microseconds of the last: it spins briefly
+  // before sleeping, so the background thread's completion loop does not pay a
+  // futex wake and a context switch per tensor.
   Status Wait(std::chrono::milliseconds timeout) const {
+    if (done_.load(std::memory_order_acquire)) return status_;
+    if (timeout.count() != 0) {
+      const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+      do {
+        for (int i = 0; i < 64; ++i) {
+          if (done_.load(std::memory_order_acquire)) return status_;
+          CpuRelax();
+        }
+      } while (std::chrono::steady_clock::now() < spin_until);
+    }
     // wait_for converts to nanoseconds; anything past ~100 years waits "forever".
     if (timeout > std::chrono::hours(24 * 365 * 100)) timeout = std::chrono::milliseconds(-1);
     std::unique_lock<std::mutex> lock(mu_);
+    ++waiters_;
+    const auto done = [&] { return done_.load(std::memory_order_relaxed); };
+    bool finished = true;
     if (timeout.count() < 0) {
-      cv_.wait(lock, [&] { return done_; });
-    } else if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
+      cv_.wait(lock, done);
+    } else {
+      finished = cv_.wait_for(lock, timeout, done);
+    }
+    --waiters_;
+    if (!finished)
       return Status::InProgress("tensor '" + name_ + "' is still in progress after " +
                                 std::to_string(timeout.count()) + " ms");
-    }
     return status_;
   }
 
   // Sets the final status; later calls are ignored (the first completion wins).
   void Complete(Status status) {
+    bool wake;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (done_) return;
+      if (done_.load(std::memory_order_relaxed)) return;
       status_ = std::move(status);
-      done_ = true;
+      done_.store(true, std::memory_order_release);
+      wake = waiters_ > 0;
     }
-    cv_.notify_all();
+    if (wake) cv_.notify_all();
   }
 
   // Runtime-owned results. Written by the background thread before Complete;
@@ -76,10 +100,20 @@ class Work {
   DeviceResult& device_result() { return device_result_; }
 
  private:
+  static void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
   const std::string name_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  bool done_ = false;
+  mutable int waiters_ = 0;  // Guarded by mu_.
+  // Written once, under mu_, after status_; read without the lock once true.
+  std::atomic<bool> done_{false};
   Status status_;
   std::vector<uint8_t> result_;
   std::vector<int64_t> result_shape_;
