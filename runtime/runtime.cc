@@ -357,6 +357,14 @@ Status Runtime::Enqueue(std::vector<TensorEntry> entries, int process_set,
   }
   HVD_RETURN_IF_ERROR(comm->queue.Enqueue(std::move(entries), comm->rank));
   *works = std::move(created);
+  last_enqueue_ns_.store(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
+      std::memory_order_relaxed);
+  if (!work_pending_.exchange(true, std::memory_order_acq_rel)) {
+    // Taking mu_ orders this with the loop's check of work_pending_ before it sleeps.
+    { std::lock_guard<std::mutex> lock(mu_); }
+    cv_.notify_all();
+  }
   return Status::OK();
 }
 
@@ -497,6 +505,13 @@ void Runtime::Abort(const Status& status) {
 }
 
 void Runtime::Loop() {
+  // A cycle starts cycle_time after the previous one began, as in Horovod, or
+  // sooner: once newly enqueued work has seen no further enqueue for a tenth of
+  // the cycle time. A cycle due in the middle of a burst of enqueues waits for
+  // the burst to end, by up to another cycle time. A step's gradients are then
+  // negotiated as one batch as soon as they are all enqueued, instead of waiting
+  // out the rest of the cycle or being split across two. A rank without new work
+  // keeps the plain cadence.
   auto next = Clock::now();
   // The coordinator announces the cycle time (autotune may change it), so every
   // rank sleeps alike.
@@ -505,7 +520,24 @@ void Runtime::Loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       next += cycle_time;
-      cv_.wait_until(lock, next, [&] { return shutdown_requested_; });
+      const auto quiet = cycle_time / 10;
+      const auto latest = next + cycle_time;
+      while (!shutdown_requested_) {
+        const auto now = Clock::now();
+        if (now >= latest) break;
+        auto deadline = next;
+        if (work_pending_.load(std::memory_order_acquire)) {
+          const auto quiet_at = Clock::time_point(std::chrono::nanoseconds(
+                                    last_enqueue_ns_.load(std::memory_order_relaxed))) +
+                                quiet;
+          if (quiet_at <= now) break;
+          // New work starts the cycle once enqueues pause; mid-burst, even a due
+          // cycle waits for that, by up to a cycle time.
+          deadline = std::min(quiet_at, latest);
+        }
+        if (now >= deadline) break;
+        cv_.wait_until(lock, deadline);
+      }
       if (shutdown_requested_ && Clock::now() - shutdown_requested_at_ > options_.timeout) {
         lock.unlock();
         Abort(Status::ShutDown("not every rank called shutdown within " +
@@ -514,8 +546,11 @@ void Runtime::Loop() {
         break;
       }
     }
+    // Requests enqueued from here on are seen by this cycle or flag the next one.
+    work_pending_.store(false, std::memory_order_release);
     const auto now = Clock::now();
-    if (now > next) next = now;  // A slow cycle does not make the next ones rush.
+    // A slow or early cycle sets the cadence: the next one is a cycle time later.
+    next = now;
     std::vector<std::shared_ptr<Communicator>> comms;
     {
       std::lock_guard<std::mutex> lock(comms_mu_);

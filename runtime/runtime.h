@@ -208,6 +208,10 @@ class Runtime {
   Clock::time_point shutdown_requested_at_{};
   bool loop_done_ = false;
   Status loop_status_;
+  // Set by the first enqueue after a cycle took the queue's requests; the loop
+  // then starts its next cycle early, once enqueues have paused (see Loop).
+  std::atomic<bool> work_pending_{false};
+  std::atomic<int64_t> last_enqueue_ns_{0};  // Clock, since its epoch
   std::map<int, Controller::Stats> stats_;  // guarded by mu_
 };
 
