@@ -82,12 +82,13 @@ class PieceList {
     });
   }
 
-  // Inputs [lo, hi) when they lie in one piece; else null.
-  const uint8_t* Contiguous(int64_t lo, int64_t hi) const {
-    if (lo >= hi) return nullptr;
-    const size_t i = Find(lo);
-    if (hi > starts_[i + 1]) return nullptr;
-    return static_cast<const uint8_t*>(pieces_[i].in) + (lo - starts_[i]) * elem_;
+  // fn(input, logical offset, elements) for each stretch of inputs [lo, hi) that
+  // lies in one piece, in order.
+  template <typename Fn>
+  void ForEachInput(int64_t lo, int64_t hi, Fn&& fn) const {
+    ForRange(lo, hi, [&](const AllreducePiece& p, int64_t at, int64_t n, int64_t logical) {
+      fn(static_cast<const uint8_t*>(p.in) + at * elem_, logical, n);
+    });
   }
 
   // Copies src (results [lo, hi)) to the outputs, finishing each stretch.
@@ -247,14 +248,13 @@ Status ShmBackend::AllreduceImpl(const PieceList& buf, DataType dtype, ReduceOp 
     return std::min(elems, CeilDiv(elems, unit) * r / n * unit);
   };
   auto seg_len = [&](int64_t k) { return std::min(seg_elems, count - k * seg_elems); };
-  // Stages every piece but our own, and our own too when it is not contiguous in
-  // the caller's memory.
+  // Stages every piece but our own: this rank reduces its own piece straight from
+  // the inputs.
   auto fill = [&](int64_t k, uint8_t* slot) {
     const int64_t s = k * seg_elems, len = seg_len(k);
     const int64_t a = piece(len, me), b = piece(len, me + 1);
     buf.Gather(s, s + a, slot);
     buf.Gather(s + b, s + len, slot + b * elem);
-    if (buf.Contiguous(s + a, s + b) == nullptr) buf.Gather(s + a, s + b, slot + a * elem);
   };
 
   const uint32_t g0 = round_;
@@ -270,13 +270,15 @@ Status ShmBackend::AllreduceImpl(const PieceList& buf, DataType dtype, ReduceOp 
     const int64_t s = k * seg_elems, len = seg_len(k);
     const int64_t a = piece(len, me), m = piece(len, me + 1) - a;
     if (m > 0) {
-      const uint8_t* own = buf.Contiguous(s + a, s + a + m);
-      auto src = [&](int r) -> const uint8_t* {
-        return r == me && own != nullptr ? own : Stage(r, slot) + a * elem;
-      };
-      uint8_t* dst = Result(slot) + a * elem;
-      fn(dst, src(0), src(1), static_cast<size_t>(m));
-      for (int r = 2; r < n; ++r) fn(dst, dst, src(r), static_cast<size_t>(m));
+      // Every rank sums in rank order, so each result is bitwise the same
+      // whichever rank reduced it.
+      buf.ForEachInput(s + a, s + a + m, [&](const uint8_t* own, int64_t logical, int64_t len) {
+        const int64_t at = logical - s;  // element offset in the slot
+        auto src = [&](int r) -> const uint8_t* { return r == me ? own : Stage(r, slot) + at * elem; };
+        uint8_t* dst = Result(slot) + at * elem;
+        fn(dst, src(0), src(1), static_cast<size_t>(len));
+        for (int r = 2; r < n; ++r) fn(dst, dst, src(r), static_cast<size_t>(len));
+      });
     }
     seg_->Post(kRead, g + 1);
     HVD_RETURN_IF_ERROR(seg_->WaitAllAtLeast(kRead, g + 1, "reduce its piece"));
