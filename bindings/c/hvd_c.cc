@@ -13,7 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
 #include "controller/launch_env.h"
 #include "controller/store.h"
@@ -40,6 +40,59 @@ struct Handle {
   hvd::OpType type;
 };
 
+// Live handles in reusable slots, so registering one allocates nothing in the
+// steady state. A handle's value is (generation << 32 | slot + 1): a released
+// handle's slot moves on a generation, so using it again is detected, as is a
+// value that was never handed out.
+class HandleTable {
+ public:
+  uint64_t Add(Handle h) {
+    uint32_t i;
+    if (free_.empty()) {
+      i = static_cast<uint32_t>(slots_.size());
+      slots_.emplace_back();
+    } else {
+      i = free_.back();
+      free_.pop_back();
+    }
+    Slot& slot = slots_[i];
+    slot.handle = std::move(h);
+    slot.used = true;
+    return (static_cast<uint64_t>(slot.generation) << 32) | (static_cast<uint64_t>(i) + 1);
+  }
+
+  // The live handle with this value, or null.
+  Handle* Find(uint64_t id) {
+    const uint64_t low = id & 0xffffffffu;
+    if (low == 0 || low > slots_.size()) return nullptr;
+    Slot& slot = slots_[low - 1];
+    if (!slot.used || slot.generation != static_cast<uint32_t>(id >> 32)) return nullptr;
+    return &slot.handle;
+  }
+
+  // Releases the handle; false if it was not live.
+  bool Erase(uint64_t id) {
+    Handle* h = Find(id);
+    if (h == nullptr) return false;
+    const uint32_t i = static_cast<uint32_t>((id & 0xffffffffu) - 1);
+    Slot& slot = slots_[i];
+    slot.handle.work.reset();
+    slot.used = false;
+    ++slot.generation;
+    free_.push_back(i);
+    return true;
+  }
+
+ private:
+  struct Slot {
+    Handle handle;
+    uint32_t generation = 1;
+    bool used = false;
+  };
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_;
+};
+
 // The default instance. Leaked on purpose: it must outlive static destructors
 // that may still call in during process exit.
 struct Instance {
@@ -49,8 +102,7 @@ struct Instance {
   int generation = 0;
 
   std::mutex handles_mu;
-  std::unordered_map<uint64_t, Handle> handles;
-  uint64_t next_handle = 1;
+  HandleTable handles;  // guarded by handles_mu
 
   // Rank 0 of a job that mpirun, srun or torchrun started serves the job's store
   // (controller/launch_env.h). It lives as long as the process, past hvd_shutdown, so
@@ -82,8 +134,7 @@ Status Current(std::shared_ptr<hvd::Runtime>* out) {
 hvd_handle_t* Register(std::shared_ptr<hvd::Work> work, hvd::OpType type) {
   Instance& in = Default();
   std::lock_guard<std::mutex> lock(in.handles_mu);
-  const uint64_t id = in.next_handle++;
-  in.handles.emplace(id, Handle{std::move(work), type});
+  const uint64_t id = in.handles.Add(Handle{std::move(work), type});
   return reinterpret_cast<hvd_handle_t*>(static_cast<uintptr_t>(id));
 }
 
@@ -92,11 +143,11 @@ Status Lookup(hvd_handle_t* handle, std::shared_ptr<hvd::Work>* out,
   if (handle == nullptr) return Status::InvalidArgument("handle is NULL");
   Instance& in = Default();
   std::lock_guard<std::mutex> lock(in.handles_mu);
-  auto it = in.handles.find(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle)));
-  if (it == in.handles.end())
+  const Handle* h = in.handles.Find(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle)));
+  if (h == nullptr)
     return Status::InvalidArgument("unknown handle (already released, or never returned by hvd)");
-  *out = it->second.work;
-  if (type) *type = it->second.type;
+  *out = h->work;
+  if (type) *type = h->type;
   return Status::OK();
 }
 
@@ -231,7 +282,7 @@ Status WaitAndRelease(hvd_handle_t* handle, int64_t* scalar = nullptr) {
   if (scalar) *scalar = work->scalar_result();
   Instance& in = Default();
   std::lock_guard<std::mutex> lock(in.handles_mu);
-  in.handles.erase(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle)));
+  in.handles.Erase(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle)));
   return s;
 }
 
@@ -836,7 +887,7 @@ void hvd_handle_release(hvd_handle_t* handle) {
   try {
     Instance& in = Default();
     std::lock_guard<std::mutex> lock(in.handles_mu);
-    if (in.handles.erase(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle))) == 0)
+    if (!in.handles.Erase(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle))))
       Report(Status::InvalidArgument("hvd_handle_release: unknown handle (released twice?)"));
   } catch (...) {
   }

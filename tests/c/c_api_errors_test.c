@@ -217,6 +217,13 @@ static void handles(void) {
   EXPECT(strstr(hvd_last_error(), "hvd_handle_release: unknown handle (released twice?)") != NULL);
   hvd_handle_release(FORGED_HANDLE);
   EXPECT(strstr(hvd_last_error(), "unknown handle") != NULL);
+  /* A new handle may reuse the released one's slot; the stale one stays detected. */
+  hvd_handle_t* again = NULL;
+  EXPECT(hvd_allreduce_async("done", buf, out, 4, HVD_FLOAT32, HVD_SUM, &again) == HVD_SUCCESS);
+  EXPECT(again != NULL && again != h);
+  CHECK(hvd_wait(h, 0), HVD_INVALID_ARGUMENT, "unknown handle (already released");
+  CHECK(hvd_wait(again, -1), HVD_SUCCESS, "");
+  hvd_handle_release(again);
 }
 
 static void shaped(void) {
