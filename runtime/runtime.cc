@@ -318,11 +318,6 @@ Status Runtime::EnqueueOne(TensorEntry entry, int process_set, std::shared_ptr<W
 Status Runtime::Enqueue(std::vector<TensorEntry> entries, int process_set,
                         std::vector<std::shared_ptr<Work>>* works) {
   for (auto& e : entries) HVD_RETURN_IF_ERROR(ValidateEntry(e));
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!loop_status_.ok()) return loop_status_;
-    if (shutdown_requested_) return Status::ShutDown("the runtime is shutting down");
-  }
   std::shared_ptr<Communicator> comm;
   HVD_RETURN_IF_ERROR(Find(process_set, &comm));
   const int set_size = comm->size;
@@ -350,6 +345,7 @@ Status Runtime::Enqueue(std::vector<TensorEntry> entries, int process_set,
   }
   const auto now = Clock::now();
   std::vector<std::shared_ptr<Work>> created;
+  created.reserve(entries.size());
   for (auto& e : entries) {
     e.work = std::make_shared<Work>(e.name);
     e.enqueued = now;
@@ -504,15 +500,28 @@ void Runtime::Abort(const Status& status) {
   for (auto& c : comms) c->queue.FailAll(status, /*refuse_new=*/true);
 }
 
+void Runtime::Flush() {
+  if (!work_pending_.load(std::memory_order_acquire) ||
+      flush_.exchange(true, std::memory_order_acq_rel))
+    return;
+  { std::lock_guard<std::mutex> lock(mu_); }
+  cv_.notify_all();
+}
+
 void Runtime::Loop() {
   // A cycle starts cycle_time after the previous one began, as in Horovod, or
   // sooner: once newly enqueued work has seen no further enqueue for a tenth of
   // the cycle time. A cycle due in the middle of a burst of enqueues waits for
   // the burst to end, by up to another cycle time. A step's gradients are then
   // negotiated as one batch as soon as they are all enqueued, instead of waiting
-  // out the rest of the cycle or being split across two. A rank without new work
-  // keeps the plain cadence.
+  // out the rest of the cycle or being split across two. A caller that blocks on
+  // its work (Flush) starts the cycle at once. A rank whose requests
+  // of the last cycle still wait for other ranks starts the next cycle at once
+  // (once per batch): the others may have enqueued theirs just after their own
+  // cycle began, and would otherwise wait up to a cycle time for this rank. A
+  // rank without new work keeps the plain cadence.
   auto next = Clock::now();
+  bool hurry = false;
   // The coordinator announces the cycle time (autotune may change it), so every
   // rank sleeps alike.
   std::chrono::microseconds cycle_time = options_.cycle_time;
@@ -522,7 +531,7 @@ void Runtime::Loop() {
       next += cycle_time;
       const auto quiet = cycle_time / 10;
       const auto latest = next + cycle_time;
-      while (!shutdown_requested_) {
+      while (!shutdown_requested_ && !hurry) {
         const auto now = Clock::now();
         if (now >= latest) break;
         auto deadline = next;
@@ -530,7 +539,7 @@ void Runtime::Loop() {
           const auto quiet_at = Clock::time_point(std::chrono::nanoseconds(
                                     last_enqueue_ns_.load(std::memory_order_relaxed))) +
                                 quiet;
-          if (quiet_at <= now) break;
+          if (quiet_at <= now || flush_.load(std::memory_order_acquire)) break;
           // New work starts the cycle once enqueues pause; mid-burst, even a due
           // cycle waits for that, by up to a cycle time.
           deadline = std::min(quiet_at, latest);
@@ -548,6 +557,7 @@ void Runtime::Loop() {
     }
     // Requests enqueued from here on are seen by this cycle or flag the next one.
     work_pending_.store(false, std::memory_order_release);
+    flush_.store(false, std::memory_order_release);
     const auto now = Clock::now();
     // A slow or early cycle sets the cadence: the next one is a cycle time later.
     next = now;
@@ -559,8 +569,9 @@ void Runtime::Loop() {
     // The global set runs first; when it ends the loop (shutdown or failure), every
     // rank stops at the same point, so no set is left waiting for a cycle.
     bool keep_going = true;
+    hurry = false;
     for (auto& comm : comms) {
-      if (!RunCycle(comm.get(), now)) {
+      if (!RunCycle(comm.get(), now, &hurry)) {
         keep_going = false;
         break;
       }
@@ -577,11 +588,9 @@ void Runtime::Loop() {
   loop_done_ = true;
 }
 
-bool Runtime::RunCycle(Communicator* comm, Clock::time_point now) {
+bool Runtime::RunCycle(Communicator* comm, Clock::time_point now, bool* hurry) {
   proto::RequestList mine;
-  std::vector<proto::Request> requests;
-  comm->queue.PopRequests(&requests);
-  for (auto& r : requests) *mine.add_requests() = std::move(r);
+  comm->queue.PopRequests(&mine);
   {
     std::lock_guard<std::mutex> lock(mu_);
     mine.set_shutdown(shutdown_requested_);
@@ -606,16 +615,19 @@ bool Runtime::RunCycle(Communicator* comm, Clock::time_point now) {
   for (const auto& resp : list.responses()) {
     if (!ExecuteResponse(comm, resp).ok()) return false;
   }
+  if (mine.requests_size() > 0 && comm->queue.size() > 0) *hurry = true;
   // Only the global set ends the loop: a set's members agreeing to stop must not
   // leave the ranks outside it waiting for them in the next global cycle.
   return comm->id != 0 || !list.shutdown();
 }
 
 Status Runtime::ExecuteResponse(Communicator* comm, const proto::Response& response) {
-  std::vector<TensorEntry> storage(response.names_size());
+  std::vector<TensorEntry> storage;
+  std::vector<bool> found;
+  comm->queue.TakeAll(response.names(), &storage, &found);
   std::vector<TensorEntry*> entries(response.names_size(), nullptr);
   for (int i = 0; i < response.names_size(); ++i)
-    if (comm->queue.Take(response.names(i), &storage[i])) entries[i] = &storage[i];
+    if (found[i]) entries[i] = &storage[i];
   if (timeline_) {
     const auto now = Clock::now();
     for (const auto& name : response.names()) {

@@ -97,6 +97,11 @@ class Runtime {
   Status Enqueue(std::vector<TensorEntry> entries, int process_set,
                  std::vector<std::shared_ptr<Work>>* works);
 
+  // A caller is about to block on work it enqueued: the cycle for newly enqueued
+  // work starts now instead of after the enqueues pause. Cheap when there is
+  // no new work.
+  void Flush();
+
   // Enqueues one entry; `*work` tracks it.
   Status EnqueueOne(TensorEntry entry, int process_set, std::shared_ptr<Work>* work);
 
@@ -152,7 +157,9 @@ class Runtime {
   Status Start(std::shared_ptr<Store> store);
   void Loop();
   // One cycle on `comm`. Returns false when the loop must end.
-  bool RunCycle(Communicator* comm, Clock::time_point now);
+  // Sets *hurry when this rank sent requests that are still waiting for other
+  // ranks: they may be about to send theirs, so the next cycle starts at once.
+  bool RunCycle(Communicator* comm, Clock::time_point now, bool* hurry);
   // Runs one response; non-OK when the backend failed (the job then ends).
   Status ExecuteResponse(Communicator* comm, const proto::Response& response);
   void Abort(const Status& status);
@@ -212,6 +219,7 @@ class Runtime {
   // then starts its next cycle early, once enqueues have paused (see Loop).
   std::atomic<bool> work_pending_{false};
   std::atomic<int64_t> last_enqueue_ns_{0};  // Clock, since its epoch
+  std::atomic<bool> flush_{false};  // Flush() since the current cycle began
   std::map<int, Controller::Stats> stats_;  // guarded by mu_
 };
 

@@ -31,25 +31,32 @@ proto::Request TensorEntry::ToRequest(int rank) const {
 Status TensorQueue::Enqueue(std::vector<TensorEntry> entries, int rank) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!refusal_.ok()) return refusal_;
-  std::unordered_set<std::string> names;
-  for (const auto& e : entries) {
-    if (entries_.count(e.name) || !names.insert(e.name).second)
-      return Status::InvalidUsage("tensor '" + e.name +
-                                  "' is already in flight: a name may be enqueued again only "
-                                  "after its earlier collective completed");
+  auto in_flight = [](const std::string& name) {
+    return Status::InvalidUsage("tensor '" + name +
+                                "' is already in flight: a name may be enqueued again only "
+                                "after its earlier collective completed");
+  };
+  if (entries.size() == 1) {
+    // The common case (one tensor per call) needs no set of the batch's names.
+    if (entries_.count(entries[0].name)) return in_flight(entries[0].name);
+  } else {
+    std::unordered_set<std::string> names;
+    for (const auto& e : entries) {
+      if (entries_.count(e.name) || !names.insert(e.name).second) return in_flight(e.name);
+    }
   }
   for (auto& e : entries) {
-    new_requests_.push_back(e.ToRequest(rank));
+    *new_requests_.add_requests() = e.ToRequest(rank);
     std::string name = e.name;
     entries_.emplace(std::move(name), std::move(e));
   }
   return Status::OK();
 }
 
-void TensorQueue::PopRequests(std::vector<proto::Request>* out) {
+void TensorQueue::PopRequests(proto::RequestList* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  out->swap(new_requests_);
-  new_requests_.clear();
+  out->mutable_requests()->Clear();
+  out->mutable_requests()->Swap(new_requests_.mutable_requests());
 }
 
 bool TensorQueue::Take(const std::string& name, TensorEntry* out) {
@@ -61,12 +68,26 @@ bool TensorQueue::Take(const std::string& name, TensorEntry* out) {
   return true;
 }
 
+void TensorQueue::TakeAll(const google::protobuf::RepeatedPtrField<std::string>& names,
+                          std::vector<TensorEntry>* out, std::vector<bool>* found) {
+  out->resize(names.size());
+  found->assign(names.size(), false);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int i = 0; i < names.size(); ++i) {
+    auto it = entries_.find(names[i]);
+    if (it == entries_.end()) continue;
+    (*out)[i] = std::move(it->second);
+    entries_.erase(it);
+    (*found)[i] = true;
+  }
+}
+
 void TensorQueue::FailAll(const Status& status, bool refuse_new) {
   std::unordered_map<std::string, TensorEntry> failed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     failed.swap(entries_);
-    new_requests_.clear();
+    new_requests_.mutable_requests()->Clear();
     if (refuse_new) refusal_ = status;
   }
   for (auto& [name, e] : failed) e.work->Complete(status);

@@ -61,11 +61,17 @@ class TensorQueue {
   // adding none, if a name is already in flight or repeated in `entries`.
   Status Enqueue(std::vector<TensorEntry> entries, int rank);
 
-  // Moves the requests added since the last call into `out`.
-  void PopRequests(std::vector<proto::Request>* out);
+  // Moves the requests added since the last call into `out`'s requests
+  // (replacing what they held).
+  void PopRequests(proto::RequestList* out);
 
   // Removes the entry for `name`; false if this rank has none.
   bool Take(const std::string& name, TensorEntry* out);
+
+  // Take for every name, under one lock: out[i] is names[i]'s entry and found[i]
+  // says whether this rank had one. `out` and `found` are resized to fit.
+  void TakeAll(const google::protobuf::RepeatedPtrField<std::string>& names,
+               std::vector<TensorEntry>* out, std::vector<bool>* found);
 
   // Completes every entry with `status` and empties the queue; later Enqueue calls
   // are refused with `status` too when `refuse_new` is set.
@@ -76,7 +82,7 @@ class TensorQueue {
  private:
   mutable std::mutex mu_;
   std::unordered_map<std::string, TensorEntry> entries_;
-  std::vector<proto::Request> new_requests_;
+  proto::RequestList new_requests_;
   Status refusal_;
 };
 

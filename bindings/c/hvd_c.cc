@@ -192,6 +192,16 @@ Status Topology(int* out, int hvd::RuntimeOptions::*field) {
   return Status::OK();
 }
 
+// Waits for `work`, first telling the runtime to start the cycle for newly
+// enqueued work (the caller is done enqueuing, for now).
+Status WaitFor(const std::shared_ptr<hvd::Work>& work, std::chrono::milliseconds timeout) {
+  if (timeout.count() != 0 && !work->Poll()) {
+    std::shared_ptr<hvd::Runtime> rt;
+    if (Current(&rt).ok()) rt->Flush();
+  }
+  return work->Wait(timeout);
+}
+
 Status Allreduce(const hvd_allreduce_args_t* a, hvd_handle_t** handle) {
   if (a == nullptr) return Status::InvalidArgument("args is NULL");
   if (a->name == nullptr) return Status::InvalidArgument("tensor name is NULL");
@@ -221,7 +231,7 @@ Status Allreduce(const hvd_allreduce_args_t* a, hvd_handle_t** handle) {
     *handle = Register(std::move(work), hvd::OpType::kAllreduce);
     return Status::OK();
   }
-  return work->Wait(std::chrono::milliseconds(-1));
+  return WaitFor(work, std::chrono::milliseconds(-1));
 }
 
 
@@ -278,7 +288,7 @@ Status EnqueueOne(hvd::TensorEntry entry, int32_t process_set, hvd_handle_t** ha
 Status WaitAndRelease(hvd_handle_t* handle, int64_t* scalar = nullptr) {
   std::shared_ptr<hvd::Work> work;
   HVD_RETURN_IF_ERROR(Lookup(handle, &work));
-  Status s = work->Wait(std::chrono::milliseconds(-1));
+  Status s = WaitFor(work, std::chrono::milliseconds(-1));
   if (scalar) *scalar = work->scalar_result();
   Instance& in = Default();
   std::lock_guard<std::mutex> lock(in.handles_mu);
@@ -605,7 +615,7 @@ static hvd_status_t FinishBlocking(hvd_status_t enqueued, hvd_handle_t** handle)
   if (enqueued != HVD_SUCCESS) return enqueued;
   std::shared_ptr<hvd::Work> work;
   Status s = Lookup(*handle, &work);
-  if (s.ok()) s = work->Wait(std::chrono::milliseconds(-1));
+  if (s.ok()) s = WaitFor(work, std::chrono::milliseconds(-1));
   if (!s.ok()) {
     hvd_handle_release(*handle);
     *handle = nullptr;
@@ -714,7 +724,7 @@ hvd_status_t hvd_barrier(int32_t process_set) {
     std::shared_ptr<hvd::Work> work;
     s = rt->Barrier(process_set, &work);
     if (!s.ok()) return Report(s);
-    return Report(work->Wait(std::chrono::milliseconds(-1)));
+    return Report(WaitFor(work, std::chrono::milliseconds(-1)));
   })
 }
 
@@ -726,7 +736,7 @@ hvd_status_t hvd_join(int32_t process_set, int* last_rank) {
     std::shared_ptr<hvd::Work> work;
     s = rt->Join(process_set, &work);
     if (!s.ok()) return Report(s);
-    s = work->Wait(std::chrono::milliseconds(-1));
+    s = WaitFor(work, std::chrono::milliseconds(-1));
     if (s.ok() && last_rank != nullptr) *last_rank = static_cast<int>(work->scalar_result());
     return Report(s);
   })
@@ -878,7 +888,7 @@ hvd_status_t hvd_wait(hvd_handle_t* handle, int64_t timeout_ms) {
     std::shared_ptr<hvd::Work> work;
     Status s = Lookup(handle, &work);
     if (!s.ok()) return Report(s);
-    return Report(work->Wait(std::chrono::milliseconds(timeout_ms)));
+    return Report(WaitFor(work, std::chrono::milliseconds(timeout_ms)));
   })
 }
 

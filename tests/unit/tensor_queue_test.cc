@@ -40,10 +40,10 @@ std::vector<TensorEntry> One(TensorEntry e) {
 }
 
 std::vector<std::string> PoppedNames(TensorQueue& q) {
-  std::vector<proto::Request> reqs;
+  proto::RequestList reqs;
   q.PopRequests(&reqs);
   std::vector<std::string> names;
-  for (const auto& r : reqs) names.push_back(r.name());
+  for (const auto& r : reqs.requests()) names.push_back(r.name());
   return names;
 }
 
@@ -101,9 +101,10 @@ TEST(TensorQueueTest, EnqueuePopAndTake) {
   ASSERT_TRUE(q.Enqueue(std::move(batch), 2).ok());
   EXPECT_EQ(q.size(), 2u);
 
-  std::vector<proto::Request> reqs;
-  q.PopRequests(&reqs);
-  ASSERT_EQ(reqs.size(), 2u);
+  proto::RequestList list;
+  q.PopRequests(&list);
+  const auto& reqs = list.requests();
+  ASSERT_EQ(reqs.size(), 2);
   EXPECT_EQ(reqs[0].name(), "a");
   EXPECT_EQ(reqs[1].name(), "b");
   EXPECT_EQ(reqs[0].request_rank(), 2);
@@ -121,6 +122,26 @@ TEST(TensorQueueTest, EnqueuePopAndTake) {
   EXPECT_FALSE(q.Take("never", &out));
   ASSERT_TRUE(q.Take("b", &out));
   EXPECT_EQ(q.size(), 0u);
+}
+
+TEST(TensorQueueTest, TakeAllTakesWhatThisRankHasInResponseOrder) {
+  TensorQueue q;
+  for (const char* n : {"a", "b", "c"}) ASSERT_TRUE(q.Enqueue(One(Entry(n, 2)), 0).ok());
+  proto::Response r;
+  for (const char* n : {"c", "never", "a"}) r.add_names(n);
+  std::vector<TensorEntry> out;
+  std::vector<bool> found;
+  q.TakeAll(r.names(), &out, &found);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_THAT(found, ElementsAre(true, false, true));
+  EXPECT_EQ(out[0].name, "c");
+  EXPECT_EQ(out[2].name, "a");
+  EXPECT_NE(out[0].work, nullptr);
+  EXPECT_EQ(q.size(), 1u) << "only b is left";
+  q.TakeAll(r.names(), &out, &found);
+  EXPECT_THAT(found, ElementsAre(false, false, false)) << "each entry is taken once";
+  TensorEntry b;
+  EXPECT_TRUE(q.Take("b", &b));
 }
 
 TEST(TensorQueueTest, RequestsComeOutInEnqueueOrderAcrossCalls) {
@@ -226,9 +247,9 @@ TEST(TensorQueueTest, ConcurrentEnqueuesOfDistinctNamesLoseNothing) {
   std::thread consumer([&] {
     while (true) {
       const bool last = done.load();
-      std::vector<proto::Request> batch;
+      proto::RequestList batch;
       q.PopRequests(&batch);
-      popped.insert(popped.end(), batch.begin(), batch.end());
+      popped.insert(popped.end(), batch.requests().begin(), batch.requests().end());
       if (last) break;
       std::this_thread::yield();
     }
