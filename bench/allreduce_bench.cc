@@ -4,7 +4,7 @@
 //
 //   dprun -np 2 build/bench/allreduce_bench [--workload all|sizes|resnet50|small]
 //       [--iters N] [--budget SECONDS] [--csv FILE] [--mpi-csv FILE]
-//       [--resnet50-sizes FILE] [--peers LIST]
+//       [--resnet50-sizes FILE] [--peers LIST] [--barrier dprun|gloo]
 //
 // Peers, all float32 sum, all out of place (send buffers are never modified):
 //   dprun            the C API. One buffer: hvd_allreduce. Many tensors: every
@@ -17,6 +17,12 @@
 //   gloo_per_tensor  copy send -> recv and one gloo::allreduce per tensor (only
 //                    for workloads of more than one tensor).
 // --peers runs only the named peers (for profiling one of them).
+// --barrier picks the barrier that starts every timed step, for every peer:
+// dprun's (default; shared memory between ranks on one host) or Gloo's (TCP). A
+// step's time is the slowest rank's, from its own barrier exit, so it includes
+// how far apart the barrier released the ranks: on a loaded 2-core machine
+// Gloo's over loopback TCP released 2 ranks 0.07-0.9 ms apart, dprun's 38 us
+// apart (median; 180 us at most over 300 barriers).
 // --mpi-csv adds the dprun/mpi ratio from an mpi_allreduce_bench CSV of the same
 // rank count (a separate run: that ratio is across runs).
 //
@@ -66,11 +72,17 @@ using GlooReduce = void (*)(void*, const void*, const void*, size_t);
 
 class GlooComm : public Comm {
  public:
-  explicit GlooComm(std::shared_ptr<gloo::Context> ctx) : ctx_(std::move(ctx)) {}
+  // dprun_barrier: Barrier() is dprun's (hvd_barrier) instead of Gloo's.
+  GlooComm(std::shared_ptr<gloo::Context> ctx, bool dprun_barrier)
+      : ctx_(std::move(ctx)), dprun_barrier_(dprun_barrier) {}
   int rank() const override { return ctx_->rank; }
   int size() const override { return ctx_->size; }
   void Barrier() override {
     if (size() == 1) return;
+    if (dprun_barrier_) {
+      CheckHvd(hvd_barrier(0), "hvd_barrier");
+      return;
+    }
     gloo::BarrierOptions opts(ctx_);
     opts.setTag(NextTag());
     gloo::barrier(opts);
@@ -97,6 +109,7 @@ class GlooComm : public Comm {
  private:
   uint32_t NextTag() { return next_tag_++; }
   std::shared_ptr<gloo::Context> ctx_;
+  const bool dprun_barrier_;
   uint32_t next_tag_ = 1;
 };
 
@@ -183,6 +196,7 @@ struct Flags {
   std::string mpi_csv;
   std::string resnet50;
   std::string peers;  // comma list of peer names to run; empty: all
+  bool dprun_barrier = true;
   HarnessOptions harness;
 };
 
@@ -210,11 +224,16 @@ Flags ParseFlags(int argc, char** argv) {
       f.resnet50 = value();
     } else if (a == "--peers") {
       f.peers = value();
+    } else if (a == "--barrier") {
+      const std::string v = value();
+      if (v != "dprun" && v != "gloo") Die("--barrier must be dprun or gloo, got '" + v + "'");
+      f.dprun_barrier = v == "dprun";
     } else if (a == "--help" || a == "-h") {
       std::printf(
           "usage: dprun -np N allreduce_bench [--workload all|sizes|resnet50|small[,...]]\n"
           "         [--iters N] [--budget SECONDS] [--csv FILE] [--mpi-csv FILE]\n"
-          "         [--resnet50-sizes FILE] [--peers dprun,gloo_fused,gloo_per_tensor]\n");
+          "         [--resnet50-sizes FILE] [--peers dprun,gloo_fused,gloo_per_tensor]\n"
+          "         [--barrier dprun|gloo]\n");
       std::exit(0);
     } else {
       Die("unknown argument '" + a + "' (try --help)");
@@ -235,7 +254,7 @@ int Main(int argc, char** argv) {
   int rank = 0, size = 1;
   CheckHvd(hvd_rank(&rank), "hvd_rank");
   CheckHvd(hvd_size(&size), "hvd_size");
-  GlooComm gloo(ConnectBenchContext(rank, size));
+  GlooComm gloo(ConnectBenchContext(rank, size), flags.dprun_barrier);
   const char* plane = "?";
   CheckHvd(hvd_host_backend(0, &plane), "hvd_host_backend");
   const std::string ops = Env("HVD_CPU_OPERATIONS", "default") + " (" + plane + ")";
