@@ -5,6 +5,7 @@
 //   dprun -np 2 build/bench/allreduce_bench [--workload all|sizes|resnet50|small]
 //       [--iters N] [--budget SECONDS] [--csv FILE] [--mpi-csv FILE]
 //       [--resnet50-sizes FILE] [--peers LIST] [--barrier dprun|gloo]
+//       [--settle SECONDS]
 //
 // Peers, all float32 sum, all out of place (send buffers are never modified):
 //   dprun            the C API. One buffer: hvd_allreduce. Many tensors: every
@@ -17,6 +18,8 @@
 //   gloo_per_tensor  copy send -> recv and one gloo::allreduce per tensor (only
 //                    for workloads of more than one tensor).
 // --peers runs only the named peers (for profiling one of them).
+// --settle runs untimed rounds of every peer for that long first (to let
+// HVD_AUTOTUNE finish its search before the timed steps; bench/autotune_bench.sh).
 // --barrier picks the barrier that starts every timed step, for every peer:
 // dprun's (default; shared memory between ranks on one host) or Gloo's (TCP). A
 // step's time is the slowest rank's, from its own barrier exit, so it includes
@@ -216,6 +219,9 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (a == "--budget") {
       f.harness.budget_s = std::atof(value().c_str());
       if (!(f.harness.budget_s > 0)) Die("--budget must be a positive number of seconds");
+    } else if (a == "--settle") {
+      f.harness.settle_s = std::atof(value().c_str());
+      if (!(f.harness.settle_s >= 0)) Die("--settle must be a number of seconds, 0 or more");
     } else if (a == "--csv") {
       f.csv = value();
     } else if (a == "--mpi-csv") {
@@ -233,7 +239,7 @@ Flags ParseFlags(int argc, char** argv) {
           "usage: dprun -np N allreduce_bench [--workload all|sizes|resnet50|small[,...]]\n"
           "         [--iters N] [--budget SECONDS] [--csv FILE] [--mpi-csv FILE]\n"
           "         [--resnet50-sizes FILE] [--peers dprun,gloo_fused,gloo_per_tensor]\n"
-          "         [--barrier dprun|gloo]\n");
+          "         [--barrier dprun|gloo] [--settle SECONDS]\n");
       std::exit(0);
     } else {
       Die("unknown argument '" + a + "' (try --help)");

@@ -57,6 +57,18 @@ const char kCsvHeader[] =
 bool RunWorkload(const Workload& w, Buffers* b, const std::vector<Peer>& peers, Comm* comm,
                  const HarnessOptions& opts, const std::string& ops, std::vector<Result>* out,
                  std::string* error) {
+  // 0. Settling rounds, untimed; rank 0's clock decides when they end.
+  if (opts.settle_s > 0) {
+    const auto start = SteadyClock::now();
+    for (bool more = true; more;) {
+      for (const auto& p : peers) TimeStep(p, comm);
+      std::vector<double> elapsed{
+          comm->rank() == 0 ? std::chrono::duration<double>(SteadyClock::now() - start).count()
+                            : 0.0};
+      comm->AllreduceMax(&elapsed);
+      more = elapsed[0] < opts.settle_s;
+    }
+  }
   // 1. Warm-up, checked. A peer whose first step alone takes the whole budget
   // skips the rest of its warm-up (decided on the slowest rank's time, so every
   // rank runs the same steps). dprun's first step negotiates in full and fills

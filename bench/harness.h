@@ -59,6 +59,9 @@ struct HarnessOptions {
   int min_iters = 3;
   int max_iters = 200;
   int warmup = 2;
+  // Untimed rounds of every peer for at least this long before the warm-up
+  // (for example while HVD_AUTOTUNE searches); 0: none.
+  double settle_s = 0;
 };
 
 // One peer on one workload.
