@@ -20,6 +20,10 @@ struct FusionKey {
       : type(r.type()), dtype(r.dtype()), op(r.reduce_op()), device(r.device()),
         group(r.group_id()), pre(r.prescale_factor()), post(r.postscale_factor()),
         joined(r.joined_ranks().begin(), r.joined_ranks().end()) {}
+  bool operator==(const FusionKey& o) const {
+    return std::tie(type, dtype, op, device, group, pre, post, joined) ==
+           std::tie(o.type, o.dtype, o.op, o.device, o.group, o.pre, o.post, o.joined);
+  }
   bool operator<(const FusionKey& o) const {
     return std::tie(type, dtype, op, device, group, pre, post, joined) <
            std::tie(o.type, o.dtype, o.op, o.device, o.group, o.pre, o.post, o.joined);
@@ -56,9 +60,12 @@ int64_t ResponseTensorBytes(const proto::Response& r, int i, int size) {
 
 std::vector<proto::Response> PlanFusion(const std::vector<const proto::Response*>& responses,
                                         int64_t threshold, int size) {
+  // No reserve: most cycles fuse many responses into few.
   std::vector<proto::Response> out;
-  out.reserve(responses.size());
-  std::map<FusionKey, std::pair<size_t, int64_t>> open;  // key -> (index in out, bytes)
+  using Open = std::map<FusionKey, std::pair<size_t, int64_t>>;  // key -> (index in out, bytes)
+  Open open;
+  // Consecutive responses mostly share a key: the last one found skips the map.
+  Open::iterator last = open.end();
   for (const proto::Response* p : responses) {
     const proto::Response& r = *p;
     if ((threshold <= 0 && r.group_id() == 0) || !Fusable(r) || r.names_size() != 1) {
@@ -67,17 +74,24 @@ std::vector<proto::Response> PlanFusion(const std::vector<const proto::Response*
     }
     const int64_t bytes = ResponseBytes(r, size);
     FusionKey key(r);
-    auto it = open.find(key);
+    auto it = last != open.end() && key == last->first ? last : open.find(key);
+    last = open.end();
     // A group stays together whatever the threshold.
     const bool grouped = r.group_id() != 0;
     if (it != open.end() && (grouped || it->second.second + bytes <= threshold)) {
       Append(&out[it->second.first], r, size);
       it->second.second += bytes;
+      last = it;
       continue;
     }
     out.push_back(r);
     if (grouped || bytes <= threshold) {
-      open[std::move(key)] = {out.size() - 1, bytes};
+      if (it != open.end()) {
+        it->second = {out.size() - 1, bytes};
+        last = it;
+      } else {
+        last = open.emplace(std::move(key), std::make_pair(out.size() - 1, bytes)).first;
+      }
     } else if (it != open.end()) {
       open.erase(it);
     }
