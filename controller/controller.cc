@@ -258,7 +258,7 @@ void Controller::ApplyResponses(const proto::ResponseList& in, proto::ResponseLi
     ClearBit(&pending_bits_, i);
   });
   stats_.cache_hits += static_cast<int64_t>(hits.size());
-  for (auto& r : PlanFusion(hits, in.fusion_threshold(), size())) *out->add_responses() = std::move(r);
+  PlanFusion(hits, in.fusion_threshold(), size(), out->mutable_responses());
   // 3. Full responses run next; each negotiated tensor enters the cache.
   for (const auto& resp : in.responses()) {
     *out->add_responses() = resp;

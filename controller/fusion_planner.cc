@@ -58,18 +58,16 @@ int64_t ResponseTensorBytes(const proto::Response& r, int i, int size) {
   return r.counts(i) * elem;
 }
 
-std::vector<proto::Response> PlanFusion(const std::vector<const proto::Response*>& responses,
-                                        int64_t threshold, int size) {
-  // No reserve: most cycles fuse many responses into few.
-  std::vector<proto::Response> out;
-  using Open = std::map<FusionKey, std::pair<size_t, int64_t>>;  // key -> (index in out, bytes)
+void PlanFusion(const std::vector<const proto::Response*>& responses, int64_t threshold,
+                int size, google::protobuf::RepeatedPtrField<proto::Response>* out) {
+  using Open = std::map<FusionKey, std::pair<int, int64_t>>;  // key -> (index in out, bytes)
   Open open;
   // Consecutive responses mostly share a key: the last one found skips the map.
   Open::iterator last = open.end();
   for (const proto::Response* p : responses) {
     const proto::Response& r = *p;
     if ((threshold <= 0 && r.group_id() == 0) || !Fusable(r) || r.names_size() != 1) {
-      out.push_back(r);
+      *out->Add() = r;
       continue;
     }
     const int64_t bytes = ResponseBytes(r, size);
@@ -79,23 +77,32 @@ std::vector<proto::Response> PlanFusion(const std::vector<const proto::Response*
     // A group stays together whatever the threshold.
     const bool grouped = r.group_id() != 0;
     if (it != open.end() && (grouped || it->second.second + bytes <= threshold)) {
-      Append(&out[it->second.first], r, size);
+      Append(out->Mutable(it->second.first), r, size);
       it->second.second += bytes;
       last = it;
       continue;
     }
-    out.push_back(r);
+    *out->Add() = r;
     if (grouped || bytes <= threshold) {
       if (it != open.end()) {
-        it->second = {out.size() - 1, bytes};
+        it->second = {out->size() - 1, bytes};
         last = it;
       } else {
-        last = open.emplace(std::move(key), std::make_pair(out.size() - 1, bytes)).first;
+        last = open.emplace(std::move(key), std::make_pair(out->size() - 1, bytes)).first;
       }
     } else if (it != open.end()) {
       open.erase(it);
     }
   }
+}
+
+std::vector<proto::Response> PlanFusion(const std::vector<const proto::Response*>& responses,
+                                        int64_t threshold, int size) {
+  google::protobuf::RepeatedPtrField<proto::Response> planned;
+  PlanFusion(responses, threshold, size, &planned);
+  std::vector<proto::Response> out;
+  out.reserve(planned.size());
+  for (auto& r : planned) out.push_back(std::move(r));
   return out;
 }
 

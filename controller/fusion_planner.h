@@ -29,6 +29,10 @@ std::vector<proto::Response> PlanFusion(const std::vector<proto::Response>& resp
 // The same over responses held elsewhere (the response cache), without copying them.
 std::vector<proto::Response> PlanFusion(const std::vector<const proto::Response*>& responses,
                                         int64_t threshold, int size);
+// The same, appending to `out`: elements that `out` keeps from an earlier Clear()
+// are reused, so a steady state of the same fused groups allocates nothing.
+void PlanFusion(const std::vector<const proto::Response*>& responses, int64_t threshold,
+                int size, google::protobuf::RepeatedPtrField<proto::Response>* out);
 
 }  // namespace hvd
 

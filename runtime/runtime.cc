@@ -589,13 +589,15 @@ void Runtime::Loop() {
 }
 
 bool Runtime::RunCycle(Communicator* comm, Clock::time_point now, bool* hurry) {
-  proto::RequestList mine;
+  proto::RequestList& mine = comm->cycle_requests;
+  mine.Clear();
   comm->queue.PopRequests(&mine);
   {
     std::lock_guard<std::mutex> lock(mu_);
     mine.set_shutdown(shutdown_requested_);
   }
-  proto::ResponseList list;
+  proto::ResponseList& list = comm->cycle_responses;
+  list.Clear();
   Status s = comm->controller->Cycle(mine, now, &list);
   {
     std::lock_guard<std::mutex> lock(mu_);

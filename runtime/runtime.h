@@ -148,6 +148,10 @@ class Runtime {
     std::unique_ptr<Controller> controller;
     std::unique_ptr<Executor> executor;
     TensorQueue queue;
+    // The loop's requests and responses of a cycle, kept so that the next cycles
+    // reuse their allocations (background thread).
+    proto::RequestList cycle_requests;
+    proto::ResponseList cycle_responses;
     // Coordinator with a timeline: when each tensor became ready (background thread).
     std::unordered_map<std::string, Clock::time_point> ready_at;
     Clock::time_point phase_begin;

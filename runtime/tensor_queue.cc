@@ -12,20 +12,25 @@ int64_t TensorEntry::NumElements() const {
 
 proto::Request TensorEntry::ToRequest(int rank) const {
   proto::Request r;
-  r.set_request_rank(rank);
-  r.set_type(static_cast<proto::RequestType>(type));
-  r.set_name(name);
-  r.set_dtype(static_cast<int>(dtype));
-  r.set_reduce_op(static_cast<int>(reduce_op));
-  for (int64_t d : shape) r.add_shape(d);
-  r.set_prescale_factor(prescale_factor);
-  r.set_postscale_factor(postscale_factor);
-  r.set_root_rank(root_rank);
-  r.set_device(device);
-  for (int64_t s : splits) r.add_splits(s);
-  r.set_group_id(group_id);
-  r.set_group_size(group_size);
+  ToRequest(rank, &r);
   return r;
+}
+
+void TensorEntry::ToRequest(int rank, proto::Request* r) const {
+  r->Clear();
+  r->set_request_rank(rank);
+  r->set_type(static_cast<proto::RequestType>(type));
+  r->set_name(name);
+  r->set_dtype(static_cast<int>(dtype));
+  r->set_reduce_op(static_cast<int>(reduce_op));
+  for (int64_t d : shape) r->add_shape(d);
+  r->set_prescale_factor(prescale_factor);
+  r->set_postscale_factor(postscale_factor);
+  r->set_root_rank(root_rank);
+  r->set_device(device);
+  for (int64_t s : splits) r->add_splits(s);
+  r->set_group_id(group_id);
+  r->set_group_size(group_size);
 }
 
 Status TensorQueue::Enqueue(std::vector<TensorEntry> entries, int rank) {
@@ -46,7 +51,7 @@ Status TensorQueue::Enqueue(std::vector<TensorEntry> entries, int rank) {
     }
   }
   for (auto& e : entries) {
-    *new_requests_.add_requests() = e.ToRequest(rank);
+    e.ToRequest(rank, new_requests_.add_requests());
     std::string name = e.name;
     entries_.emplace(std::move(name), std::move(e));
   }

@@ -53,6 +53,8 @@ struct TensorEntry {
 
   int64_t NumElements() const;
   proto::Request ToRequest(int rank) const;
+  // The same into `r`, overwriting every field (reusing its allocations).
+  void ToRequest(int rank, proto::Request* r) const;
 };
 
 class TensorQueue {
