@@ -49,6 +49,35 @@ std::vector<std::vector<std::string>> Names(const std::vector<proto::Response>& 
 
 using Groups = std::vector<std::vector<std::string>>;
 
+TEST(PlanFusionTest, AppendingIntoClearedResponsesPlansTheSameAsFresh) {
+  // The steady state: the loop clears last cycle's responses and plans into
+  // them again. Leftovers of a different plan (more names, other fields) must
+  // not leak into the new one.
+  std::vector<proto::Response> big, small;
+  for (int i = 0; i < 6; ++i) big.push_back(Resp("big" + std::to_string(i), 100));
+  big.push_back(Resp("d", 4, DataType::kFloat64));
+  small.push_back(Resp("x", 8, DataType::kFloat64));
+  small.push_back(Resp("y", 8));
+  auto pointers = [](const std::vector<proto::Response>& v) {
+    std::vector<const proto::Response*> p;
+    for (const auto& r : v) p.push_back(&r);
+    return p;
+  };
+  google::protobuf::RepeatedPtrField<proto::Response> kept;
+  PlanFusion(pointers(big), 1 << 20, 2, &kept);
+  ASSERT_EQ(kept.size(), 2);
+  EXPECT_EQ(kept.Get(0).names_size(), 6);
+  kept.Clear();
+  PlanFusion(pointers(small), 1 << 20, 2, &kept);
+  const std::vector<proto::Response> fresh = PlanFusion(small, 1 << 20, 2);
+  ASSERT_EQ(kept.size(), static_cast<int>(fresh.size()));
+  for (int i = 0; i < kept.size(); ++i)
+    EXPECT_EQ(kept.Get(i).SerializeAsString(), fresh[i].SerializeAsString()) << "response " << i;
+  // Appending keeps what was there.
+  PlanFusion(pointers(small), 1 << 20, 2, &kept);
+  EXPECT_EQ(kept.size(), 2 * static_cast<int>(fresh.size()));
+}
+
 TEST(ResponseTensorBytesTest, ElementSizeTimesCount) {
   EXPECT_EQ(ResponseTensorBytes(Resp("a", 10), 0, 4), 40);
   EXPECT_EQ(ResponseTensorBytes(Resp("a", 10, DataType::kFloat16), 0, 4), 20);
