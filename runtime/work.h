@@ -53,15 +53,17 @@ class Work {
     // wait_for converts to nanoseconds; anything past ~100 years waits "forever".
     if (timeout > std::chrono::hours(24 * 365 * 100)) timeout = std::chrono::milliseconds(-1);
     std::unique_lock<std::mutex> lock(mu_);
-    ++waiters_;
-    const auto done = [&] { return done_.load(std::memory_order_relaxed); };
+    // Paired with Complete: whichever of the two goes second in the seq_cst order
+    // sees the other (the waiter sees done_, or Complete sees a waiter).
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    const auto done = [&] { return done_.load(std::memory_order_seq_cst); };
     bool finished = true;
     if (timeout.count() < 0) {
       cv_.wait(lock, done);
     } else {
       finished = cv_.wait_for(lock, timeout, done);
     }
-    --waiters_;
+    waiters_.fetch_sub(1, std::memory_order_relaxed);
     if (!finished)
       return Status::InProgress("tensor '" + name_ + "' is still in progress after " +
                                 std::to_string(timeout.count()) + " ms");
@@ -69,16 +71,17 @@ class Work {
   }
 
   // Sets the final status; later calls are ignored (the first completion wins).
+  // Takes no lock unless a caller sleeps in Wait (a step's 1000 completions
+  // mostly find none).
   void Complete(Status status) {
-    bool wake;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (done_.load(std::memory_order_relaxed)) return;
-      status_ = std::move(status);
-      done_.store(true, std::memory_order_release);
-      wake = waiters_ > 0;
+    if (claimed_.exchange(true, std::memory_order_acq_rel)) return;
+    status_ = std::move(status);
+    done_.store(true, std::memory_order_seq_cst);
+    if (waiters_.load(std::memory_order_seq_cst) > 0) {
+      // A waiter that saw done_ false is inside cv_.wait once we hold mu_.
+      { std::lock_guard<std::mutex> lock(mu_); }
+      cv_.notify_all();
     }
-    if (wake) cv_.notify_all();
   }
 
   // Runtime-owned results. Written by the background thread before Complete;
@@ -111,8 +114,9 @@ class Work {
   const std::string name_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  mutable int waiters_ = 0;  // Guarded by mu_.
-  // Written once, under mu_, after status_; read without the lock once true.
+  mutable std::atomic<int> waiters_{0};  // callers inside Wait's sleeping part
+  std::atomic<bool> claimed_{false};      // the first Complete
+  // Set once, after status_; status_ is read without a lock once it is true.
   std::atomic<bool> done_{false};
   Status status_;
   std::vector<uint8_t> result_;

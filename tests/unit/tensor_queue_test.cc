@@ -387,6 +387,27 @@ TEST(WorkTest, ManyWaitersAllWake) {
       << "every waiter is woken by Complete, not by its timeout";
 }
 
+TEST(WorkTest, CompletionRacingTheWaitersSleepIsNeverLost) {
+  // Complete takes no lock when nobody sleeps; a waiter that is just going to
+  // sleep must still be woken. Each round races one Complete against a waiter
+  // past its spin; a lost wake-up shows as the 10 s timeout, not a hang.
+  constexpr int kRounds = 2000;
+  int lost = 0;
+  for (int i = 0; i < kRounds && lost == 0; ++i) {
+    Work w("race");
+    std::thread completer([&] {
+      // Land anywhere around the end of the waiter's 20 us spin.
+      const auto at = std::chrono::steady_clock::now() + std::chrono::microseconds(i % 40);
+      while (std::chrono::steady_clock::now() < at) {
+      }
+      w.Complete(Status::OK());
+    });
+    if (!w.Wait(milliseconds(10000)).ok()) ++lost;
+    completer.join();
+  }
+  EXPECT_EQ(lost, 0);
+}
+
 TEST(WorkTest, ResultsDefaults) {
   Work w("r");
   EXPECT_TRUE(w.result().empty());
