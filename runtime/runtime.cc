@@ -356,7 +356,10 @@ Status Runtime::Enqueue(std::vector<TensorEntry> entries, int process_set,
   last_enqueue_ns_.store(
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
       std::memory_order_relaxed);
-  if (!work_pending_.exchange(true, std::memory_order_acq_rel)) {
+  // A plain load first: in a burst the flag is already set, and the exchange's
+  // locked write would bounce its cache line off the loop thread every time.
+  if (!work_pending_.load(std::memory_order_relaxed) &&
+      !work_pending_.exchange(true, std::memory_order_acq_rel)) {
     // Taking mu_ orders this with the loop's check of work_pending_ before it sleeps.
     { std::lock_guard<std::mutex> lock(mu_); }
     cv_.notify_all();
