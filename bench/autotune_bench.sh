@@ -16,14 +16,7 @@
 # prints it: autotuned median / best fixed median, per workload.
 set -euo pipefail
 
-if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-  echo "usage: $0 BUILD_DIR [OUT_DIR]" >&2
-  exit 2
-fi
-build=$(cd "$1" && pwd)
-out=${2:-$build/bench-results}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+. "$(dirname "$0")/bench_args.sh"
 np=${AUTOTUNE_RANKS:-2}
 repeats=${AUTOTUNE_REPEATS:-3}
 workloads=${AUTOTUNE_WORKLOADS:-resnet50 small}

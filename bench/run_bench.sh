@@ -17,14 +17,7 @@
 # "--workload sizes --budget 0.5"). Each run prints its table as it finishes.
 set -euo pipefail
 
-if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-  echo "usage: $0 BUILD_DIR [OUT_DIR]" >&2
-  exit 2
-fi
-build=$(cd "$1" && pwd)
-out=${2:-$build/bench-results}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+. "$(dirname "$0")/bench_args.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 ranks=${BENCH_RANKS:-2 4}
 read -r -a args <<<"${BENCH_ARGS:-}"
