@@ -45,6 +45,9 @@ struct Handle {
 // handle's slot moves on a generation, so using it again is detected, as is a
 // value that was never handed out.
 class HandleTable {
+  static_assert(sizeof(uintptr_t) >= sizeof(uint64_t),
+                "a handle carries a 64-bit value in a pointer");
+
  public:
   uint64_t Add(Handle h) {
     uint32_t i;
