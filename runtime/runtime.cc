@@ -287,12 +287,12 @@ Status Runtime::Find(int process_set, std::shared_ptr<Communicator>* out) const 
   return Status::InvalidArgument("unknown process set " + std::to_string(process_set));
 }
 
-Status Runtime::Allreduce(const AllreduceArgs& args, std::shared_ptr<Work>* work) {
+Status Runtime::Allreduce(AllreduceArgs args, std::shared_ptr<Work>* work) {
   if (args.count < 0)
     return Status::InvalidArgument("tensor '" + args.name + "': negative count " +
                                    std::to_string(args.count));
   TensorEntry e;
-  e.name = args.name;
+  e.name = std::move(args.name);
   e.type = OpType::kAllreduce;
   e.dtype = args.dtype;
   e.reduce_op = args.op;
@@ -317,6 +317,7 @@ Status Runtime::EnqueueOne(TensorEntry entry, int process_set, std::shared_ptr<W
 
 Status Runtime::Enqueue(std::vector<TensorEntry> entries, int process_set,
                         std::vector<std::shared_ptr<Work>>* works) {
+  works->clear();
   for (auto& e : entries) HVD_RETURN_IF_ERROR(ValidateEntry(e));
   std::shared_ptr<Communicator> comm;
   HVD_RETURN_IF_ERROR(Find(process_set, &comm));
@@ -344,15 +345,17 @@ Status Runtime::Enqueue(std::vector<TensorEntry> entries, int process_set,
     if (shutdown_requested_) return Status::ShutDown("the runtime is shutting down");
   }
   const auto now = Clock::now();
-  std::vector<std::shared_ptr<Work>> created;
-  created.reserve(entries.size());
+  works->reserve(entries.size());
   for (auto& e : entries) {
     e.work = std::make_shared<Work>(e.name);
     e.enqueued = now;
-    created.push_back(e.work);
+    works->push_back(e.work);
   }
-  HVD_RETURN_IF_ERROR(comm->queue.Enqueue(std::move(entries), comm->rank));
-  *works = std::move(created);
+  Status queued = comm->queue.Enqueue(std::move(entries), comm->rank);
+  if (!queued.ok()) {
+    works->clear();
+    return queued;
+  }
   last_enqueue_ns_.store(
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
       std::memory_order_relaxed);

@@ -90,10 +90,10 @@ class Runtime {
   int rank() const { return options_.rank; }
   int size() const { return options_.size; }
 
-  Status Allreduce(const AllreduceArgs& args, std::shared_ptr<Work>* work);
+  Status Allreduce(AllreduceArgs args, std::shared_ptr<Work>* work);
 
   // Validates and enqueues entries atomically (a group), creating their Works,
-  // which come back in `works` in the order of `entries`.
+  // which come back in `works` in the order of `entries` (emptied on failure).
   Status Enqueue(std::vector<TensorEntry> entries, int process_set,
                  std::vector<std::shared_ptr<Work>>* works);
 

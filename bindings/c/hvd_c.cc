@@ -229,7 +229,7 @@ Status Allreduce(const hvd_allreduce_args_t* a, hvd_handle_t** handle) {
   args.device = a->device;
   args.stream = a->stream;
   std::shared_ptr<hvd::Work> work;
-  HVD_RETURN_IF_ERROR(rt->Allreduce(args, &work));
+  HVD_RETURN_IF_ERROR(rt->Allreduce(std::move(args), &work));
   if (handle != nullptr) {
     *handle = Register(std::move(work), hvd::OpType::kAllreduce);
     return Status::OK();
