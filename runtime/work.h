@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cpu_relax.h"
 #include "runtime/status.h"
 
 namespace hvd {
@@ -103,14 +104,6 @@ class Work {
   DeviceResult& device_result() { return device_result_; }
 
  private:
-  static void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-  }
-
   const std::string name_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
