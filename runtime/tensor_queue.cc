@@ -10,12 +10,6 @@ int64_t TensorEntry::NumElements() const {
   return shape.empty() ? 0 : n;
 }
 
-proto::Request TensorEntry::ToRequest(int rank) const {
-  proto::Request r;
-  ToRequest(rank, &r);
-  return r;
-}
-
 void TensorEntry::ToRequest(int rank, proto::Request* r) const {
   r->Clear();
   r->set_request_rank(rank);
@@ -62,15 +56,6 @@ void TensorQueue::PopRequests(proto::RequestList* out) {
   std::lock_guard<std::mutex> lock(mu_);
   out->mutable_requests()->Clear();
   out->mutable_requests()->Swap(new_requests_.mutable_requests());
-}
-
-bool TensorQueue::Take(const std::string& name, TensorEntry* out) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = entries_.find(name);
-  if (it == entries_.end()) return false;
-  *out = std::move(it->second);
-  entries_.erase(it);
-  return true;
 }
 
 void TensorQueue::TakeAll(const google::protobuf::RepeatedPtrField<std::string>& names,

@@ -2,7 +2,7 @@
 //
 // User threads Enqueue; the background thread takes the new requests each cycle
 // (PopRequests), and after negotiation takes the entries named by each response
-// (Take). A name stays reserved from Enqueue until its entry is taken, so the same
+// (TakeAll). A name stays reserved from Enqueue until its entry is taken, so the same
 // name enqueued twice while in flight is refused with kInvalidUsage.
 // Thread-safe; no lock is held while communicating.
 #ifndef HVD_RUNTIME_TENSOR_QUEUE_H_
@@ -52,8 +52,8 @@ struct TensorEntry {
   std::function<Status()> loop_action;
 
   int64_t NumElements() const;
-  proto::Request ToRequest(int rank) const;
-  // The same into `r`, overwriting every field (reusing its allocations).
+  // This entry's request from `rank`, into `r`, overwriting every field (and
+  // reusing its allocations).
   void ToRequest(int rank, proto::Request* r) const;
 };
 
@@ -67,11 +67,9 @@ class TensorQueue {
   // (replacing what they held).
   void PopRequests(proto::RequestList* out);
 
-  // Removes the entry for `name`; false if this rank has none.
-  bool Take(const std::string& name, TensorEntry* out);
-
-  // Take for every name, under one lock: out[i] is names[i]'s entry and found[i]
-  // says whether this rank had one. `out` and `found` are resized to fit.
+  // Removes the entries for `names`, under one lock: out[i] is names[i]'s entry
+  // and found[i] says whether this rank had one. `out` and `found` are resized
+  // to fit.
   void TakeAll(const google::protobuf::RepeatedPtrField<std::string>& names,
                std::vector<TensorEntry>* out, std::vector<bool>* found);
 

@@ -33,6 +33,17 @@ TensorEntry Entry(const std::string& name, int64_t count = 4) {
   return e;
 }
 
+// Takes one name's entry, as the loop does for a response (TakeAll).
+bool Take(TensorQueue& q, const std::string& name, TensorEntry* out) {
+  proto::Response r;
+  r.add_names(name);
+  std::vector<TensorEntry> taken;
+  std::vector<bool> found;
+  q.TakeAll(r.names(), &taken, &found);
+  if (found[0]) *out = std::move(taken[0]);
+  return found[0];
+}
+
 std::vector<TensorEntry> One(TensorEntry e) {
   std::vector<TensorEntry> v;
   v.push_back(std::move(e));
@@ -74,7 +85,16 @@ TEST(TensorEntryTest, ToRequestCarriesEveryField) {
   e.splits = {4, 2};
   e.group_id = 77;
   e.group_size = 3;
-  proto::Request r = e.ToRequest(5);
+  // Into a request that held another tensor's (as the queue's reused ones do):
+  // nothing of the old one may survive.
+  proto::Request r;
+  r.set_name("old/longer/name");
+  r.add_shape(9);
+  r.add_shape(9);
+  r.add_shape(9);
+  r.add_splits(1);
+  r.set_root_rank(7);
+  e.ToRequest(5, &r);
   EXPECT_EQ(r.request_rank(), 5);
   EXPECT_EQ(r.type(), proto::ALLTOALL);
   EXPECT_EQ(r.name(), "layer/w");
@@ -113,14 +133,14 @@ TEST(TensorQueueTest, EnqueuePopAndTake) {
   EXPECT_EQ(q.size(), 2u) << "popping the requests keeps the entries";
 
   TensorEntry out;
-  ASSERT_TRUE(q.Take("a", &out));
+  ASSERT_TRUE(Take(q, "a", &out));
   EXPECT_EQ(out.name, "a");
   EXPECT_THAT(out.shape, ElementsAre(3));
   EXPECT_EQ(out.work, work_a);
   EXPECT_EQ(q.size(), 1u);
-  EXPECT_FALSE(q.Take("a", &out));
-  EXPECT_FALSE(q.Take("never", &out));
-  ASSERT_TRUE(q.Take("b", &out));
+  EXPECT_FALSE(Take(q, "a", &out));
+  EXPECT_FALSE(Take(q, "never", &out));
+  ASSERT_TRUE(Take(q, "b", &out));
   EXPECT_EQ(q.size(), 0u);
 }
 
@@ -141,7 +161,7 @@ TEST(TensorQueueTest, TakeAllTakesWhatThisRankHasInResponseOrder) {
   q.TakeAll(r.names(), &out, &found);
   EXPECT_THAT(found, ElementsAre(false, false, false)) << "each entry is taken once";
   TensorEntry b;
-  EXPECT_TRUE(q.Take("b", &b));
+  EXPECT_TRUE(Take(q, "b", &b));
 }
 
 TEST(TensorQueueTest, RequestsComeOutInEnqueueOrderAcrossCalls) {
@@ -165,8 +185,8 @@ TEST(TensorQueueTest, DuplicateNameInFlightIsRefusedAndNoneOfTheGroupIsAdded) {
   EXPECT_EQ(q.size(), 1u);
   EXPECT_THAT(PoppedNames(q), ElementsAre("a"));
   TensorEntry out;
-  EXPECT_FALSE(q.Take("b", &out));
-  EXPECT_FALSE(q.Take("c", &out));
+  EXPECT_FALSE(Take(q, "b", &out));
+  EXPECT_FALSE(Take(q, "c", &out));
   // Still refused after its request was popped: the name is reserved until Take.
   s = q.Enqueue(One(Entry("a")), 0);
   EXPECT_EQ(s.code(), StatusCode::kInvalidUsage);
@@ -190,7 +210,7 @@ TEST(TensorQueueTest, NameIsReusableAfterTake) {
   TensorEntry out;
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(q.Enqueue(One(Entry("step")), 0).ok()) << "round " << i;
-    ASSERT_TRUE(q.Take("step", &out));
+    ASSERT_TRUE(Take(q, "step", &out));
   }
   EXPECT_THAT(PoppedNames(q), ElementsAre("step", "step", "step"));
 }
@@ -210,7 +230,7 @@ TEST(TensorQueueTest, FailAllCompletesEveryWorkAndEmptiesTheQueue) {
     ASSERT_TRUE(q.Enqueue(One(std::move(e)), 0).ok());
   }
   TensorEntry taken;
-  ASSERT_TRUE(q.Take("b", &taken));  // already handed to the background thread
+  ASSERT_TRUE(Take(q, "b", &taken));  // already handed to the background thread
   q.FailAll(Status::RemoteError("rank 3 died"), /*refuse_new=*/false);
   EXPECT_EQ(q.size(), 0u);
   EXPECT_TRUE(PoppedNames(q).empty()) << "unsent requests are dropped";
@@ -281,7 +301,7 @@ TEST(TensorQueueTest, ConcurrentEnqueuesOfDistinctNamesLoseNothing) {
   }
   EXPECT_EQ(names.size(), static_cast<size_t>(kThreads * kPerThread));
   TensorEntry out;
-  for (const auto& n : names) ASSERT_TRUE(q.Take(n, &out)) << n;
+  for (const auto& n : names) ASSERT_TRUE(Take(q, n, &out)) << n;
   EXPECT_EQ(q.size(), 0u);
 }
 
