@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "controller/control_channel.h"
 #include "runtime/gloo_backend.h"
@@ -151,6 +152,7 @@ Status Runtime::Start(std::shared_ptr<Store> store) {
   HVD_RETURN_IF_ERROR(Connect(0, all, &global));
   {
     std::lock_guard<std::mutex> lock(comms_mu_);
+    global_ = global.get();
     comms_.push_back(std::move(global));
     process_sets_[0] = all;
   }
@@ -195,6 +197,7 @@ Status Runtime::Shutdown() {
     if (!shutdown_requested_) {
       shutdown_requested_ = true;
       shutdown_requested_at_ = Clock::now();
+      stopping_.store(true, std::memory_order_release);
     }
   }
   cv_.notify_all();
@@ -225,43 +228,44 @@ Status Runtime::ValidateEntry(const TensorEntry& e) const {
     return Status::InvalidArgument("tensor name of " + std::to_string(e.name.size()) +
                                    " bytes is longer than the limit of " +
                                    std::to_string(kMaxTensorNameLength));
-  const std::string t = "tensor '" + e.name + "': ";
+  // The message names the tensor; built only on failure (an enqueue per tensor
+  // must not pay for a string).
+  auto bad = [&e](const std::string& what) {
+    return Status::InvalidArgument("tensor '" + e.name + "': " + what);
+  };
   if (!IsValidDataType(static_cast<int>(e.dtype)))
-    return Status::InvalidArgument(t + "unknown dtype " + std::to_string(static_cast<int>(e.dtype)));
+    return bad("unknown dtype " + std::to_string(static_cast<int>(e.dtype)));
   if (!IsValidReduceOp(static_cast<int>(e.reduce_op)))
-    return Status::InvalidArgument(t + "unknown reduce op " +
-                                   std::to_string(static_cast<int>(e.reduce_op)));
+    return bad("unknown reduce op " + std::to_string(static_cast<int>(e.reduce_op)));
   for (int64_t d : e.shape)
-    if (d < 0) return Status::InvalidArgument(t + "negative dimension " + std::to_string(d));
+    if (d < 0) return bad("negative dimension " + std::to_string(d));
   // Elements and bytes must fit int64 (with room for a whole job's worth of ranks).
   int64_t elements = 1;
   for (int64_t d : e.shape)
     if (__builtin_mul_overflow(elements, d, &elements) || elements > (int64_t{1} << 48))
-      return Status::InvalidArgument(t + "shape has more than 2^48 elements");
+      return bad("shape has more than 2^48 elements");
   int64_t split_sum = 0;
   for (int64_t v : e.splits)
     if (v > 0 && __builtin_add_overflow(split_sum, v, &split_sum))
-      return Status::InvalidArgument(t + "split sizes add up past int64");
+      return bad("split sizes add up past int64");
   // Barriers and joins move no data (a barrier's shape may carry a rank list).
   const bool has_data =
       e.type != OpType::kBarrier && e.type != OpType::kJoin && e.NumElements() > 0;
-  if (has_data && e.input == nullptr) return Status::InvalidArgument(t + "input buffer is null");
+  if (has_data && e.input == nullptr) return bad("input buffer is null");
   const bool needs_output = e.type == OpType::kAllreduce || e.type == OpType::kBroadcast;
-  if (has_data && needs_output && e.output == nullptr)
-    return Status::InvalidArgument(t + "output buffer is null");
+  if (has_data && needs_output && e.output == nullptr) return bad("output buffer is null");
   if (!std::isfinite(e.prescale_factor) || !std::isfinite(e.postscale_factor))
-    return Status::InvalidArgument(t + "scale factors must be finite");
+    return bad("scale factors must be finite");
   if ((e.type == OpType::kAllgather || e.type == OpType::kAlltoall ||
        e.type == OpType::kReducescatter) && e.shape.empty())
-    return Status::InvalidArgument(t + OpTypeName(e.type) + " needs at least one dimension");
+    return bad(std::string(OpTypeName(e.type)) + " needs at least one dimension");
   if (e.type == OpType::kReducescatter && e.reduce_op != ReduceOp::kSum &&
       e.reduce_op != ReduceOp::kAverage)
-    return Status::InvalidArgument(t + "reducescatter supports only sum and average");
+    return bad("reducescatter supports only sum and average");
   for (int64_t v : e.splits)
-    if (v < 0) return Status::InvalidArgument(t + "negative split size " + std::to_string(v));
+    if (v < 0) return bad("negative split size " + std::to_string(v));
   if (e.device < -1)
-    return Status::InvalidArgument(t + "device " + std::to_string(e.device) +
-                                   " is neither -1 (host) nor a CUDA device id");
+    return bad("device " + std::to_string(e.device) + " is neither -1 (host) nor a CUDA device id");
   if (e.device >= 0 && e.type != OpType::kBarrier && e.type != OpType::kJoin)
     HVD_RETURN_IF_ERROR(CheckDeviceTensor(e));
   return Status::OK();
@@ -307,22 +311,32 @@ Status Runtime::Allreduce(AllreduceArgs args, std::shared_ptr<Work>* work) {
 }
 
 Status Runtime::EnqueueOne(TensorEntry entry, int process_set, std::shared_ptr<Work>* work) {
-  std::vector<TensorEntry> entries;
-  entries.push_back(std::move(entry));
-  std::vector<std::shared_ptr<Work>> works;
-  HVD_RETURN_IF_ERROR(Enqueue(std::move(entries), process_set, &works));
-  *work = std::move(works[0]);
-  return Status::OK();
+  return EnqueueEntries(&entry, 1, process_set, work);
 }
 
 Status Runtime::Enqueue(std::vector<TensorEntry> entries, int process_set,
                         std::vector<std::shared_ptr<Work>>* works) {
+  std::vector<std::shared_ptr<Work>> made(entries.size());
   works->clear();
-  for (auto& e : entries) HVD_RETURN_IF_ERROR(ValidateEntry(e));
-  std::shared_ptr<Communicator> comm;
-  HVD_RETURN_IF_ERROR(Find(process_set, &comm));
+  HVD_RETURN_IF_ERROR(EnqueueEntries(entries.data(), entries.size(), process_set, made.data()));
+  *works = std::move(made);
+  return Status::OK();
+}
+
+Status Runtime::EnqueueEntries(TensorEntry* entries, size_t n, int process_set,
+                               std::shared_ptr<Work>* works) {
+  for (size_t i = 0; i < n; ++i) HVD_RETURN_IF_ERROR(ValidateEntry(entries[i]));
+  // The global set needs no lookup (and no lock); another set is held for the
+  // call, so that its removal meanwhile leaves a queue that refuses the entries.
+  std::shared_ptr<Communicator> held;
+  Communicator* comm = global_;
+  if (process_set != 0) {
+    HVD_RETURN_IF_ERROR(Find(process_set, &held));
+    comm = held.get();
+  }
   const int set_size = comm->size;
-  for (auto& e : entries) {
+  for (size_t i = 0; i < n; ++i) {
+    const TensorEntry& e = entries[i];
     if (e.type == OpType::kBroadcast && (e.root_rank < 0 || e.root_rank >= set_size))
       return Status::InvalidArgument("tensor '" + e.name + "': root rank " +
                                      std::to_string(e.root_rank) + " is not in 0.." +
@@ -339,21 +353,22 @@ Status Runtime::Enqueue(std::vector<TensorEntry> entries, int process_set,
                                        std::to_string(e.shape[0]));
     }
   }
-  {
+  // Once the runtime stops, the queues refuse new entries too; this only says
+  // why first (a shutdown, or the loop's failure).
+  if (stopping_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!loop_status_.ok()) return loop_status_;
     if (shutdown_requested_) return Status::ShutDown("the runtime is shutting down");
   }
   const auto now = Clock::now();
-  works->reserve(entries.size());
-  for (auto& e : entries) {
-    e.work = std::make_shared<Work>(e.name);
-    e.enqueued = now;
-    works->push_back(e.work);
+  for (size_t i = 0; i < n; ++i) {
+    entries[i].work = std::make_shared<Work>(entries[i].name);
+    entries[i].enqueued = now;
   }
-  Status queued = comm->queue.Enqueue(std::move(entries), comm->rank);
+  for (size_t i = 0; i < n; ++i) works[i] = entries[i].work;
+  Status queued = comm->queue.Enqueue(entries, n, comm->rank);
   if (!queued.ok()) {
-    works->clear();
+    for (size_t i = 0; i < n; ++i) works[i].reset();
     return queued;
   }
   last_enqueue_ns_.store(
@@ -497,6 +512,7 @@ void Runtime::Abort(const Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (loop_status_.ok()) loop_status_ = status;
+    stopping_.store(true, std::memory_order_release);
   }
   std::vector<std::shared_ptr<Communicator>> comms;
   {

@@ -182,6 +182,10 @@ class Runtime {
   Status Connect(int id, const std::vector<int>& ranks, std::shared_ptr<Communicator>* out);
   // Looks up a communicator this rank belongs to, or says why not.
   Status Find(int process_set, std::shared_ptr<Communicator>* out) const;
+  // Enqueue's work for `n` entries; `works` receives n Works (untouched on
+  // failure).
+  Status EnqueueEntries(TensorEntry* entries, size_t n, int process_set,
+                        std::shared_ptr<Work>* works);
   // A barrier on the global set whose loop_action runs in the background thread.
   Status GlobalAction(const std::string& name, const std::vector<int>& ranks,
                       std::function<Status()> action);
@@ -200,6 +204,9 @@ class Runtime {
   // order that every rank shares; it iterates over a snapshot.
   mutable std::mutex comms_mu_;
   std::vector<std::shared_ptr<Communicator>> comms_;  // comms_[0] is the global set
+  // comms_[0], which lives as long as the runtime: enqueues on the global set
+  // reach it without comms_mu_.
+  Communicator* global_ = nullptr;
   std::map<int, std::vector<int>> process_sets_;      // every live set, member or not
   std::set<int> removed_process_sets_;
   int next_process_set_ = 1;
@@ -219,6 +226,9 @@ class Runtime {
   Clock::time_point shutdown_requested_at_{};
   bool loop_done_ = false;
   Status loop_status_;
+  // Set (under mu_) once shutdown_requested_ is or loop_status_ fails, so that an
+  // enqueue takes mu_ only then.
+  std::atomic<bool> stopping_{false};
   // Set by the first enqueue after a cycle took the queue's requests; the loop
   // then starts its next cycle early, once enqueues have paused (see Loop).
   std::atomic<bool> work_pending_{false};

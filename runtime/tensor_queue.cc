@@ -27,28 +27,55 @@ void TensorEntry::ToRequest(int rank, proto::Request* r) const {
   r->set_group_size(group_size);
 }
 
-Status TensorQueue::Enqueue(std::vector<TensorEntry> entries, int rank) {
+namespace {
+
+// At most this many spare nodes are kept (a few steps' worth of tensors).
+constexpr size_t kMaxSpareNodes = 4096;
+
+Status InFlight(const std::string& name) {
+  return Status::InvalidUsage("tensor '" + name +
+                              "' is already in flight: a name may be enqueued again only "
+                              "after its earlier collective completed");
+}
+
+}  // namespace
+
+bool TensorQueue::Insert(TensorEntry* e, int rank) {
+  Map::iterator at;
+  if (spare_.empty()) {
+    auto [it, inserted] = entries_.try_emplace(e->name);
+    if (!inserted) return false;
+    it->second = std::move(*e);
+    at = it;
+  } else {
+    Map::node_type node = std::move(spare_.back());
+    spare_.pop_back();
+    node.key() = e->name;
+    auto result = entries_.insert(std::move(node));
+    if (!result.inserted) {
+      spare_.push_back(std::move(result.node));
+      return false;
+    }
+    result.position->second = std::move(*e);
+    at = result.position;
+  }
+  at->second.ToRequest(rank, new_requests_.add_requests());
+  return true;
+}
+
+Status TensorQueue::Enqueue(TensorEntry* entries, size_t n, int rank) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!refusal_.ok()) return refusal_;
-  auto in_flight = [](const std::string& name) {
-    return Status::InvalidUsage("tensor '" + name +
-                                "' is already in flight: a name may be enqueued again only "
-                                "after its earlier collective completed");
-  };
-  if (entries.size() == 1) {
-    // The common case (one tensor per call) needs no set of the batch's names.
-    if (entries_.count(entries[0].name)) return in_flight(entries[0].name);
-  } else {
-    std::unordered_set<std::string> names;
-    for (const auto& e : entries) {
-      if (entries_.count(e.name) || !names.insert(e.name).second) return in_flight(e.name);
-    }
+  if (n == 1) {
+    // The common case (one tensor per call): one lookup, no set of names.
+    return Insert(&entries[0], rank) ? Status::OK() : InFlight(entries[0].name);
   }
-  for (auto& e : entries) {
-    e.ToRequest(rank, new_requests_.add_requests());
-    std::string name = e.name;
-    entries_.emplace(std::move(name), std::move(e));
+  std::unordered_set<std::string> names;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& name = entries[i].name;
+    if (entries_.count(name) || !names.insert(name).second) return InFlight(name);
   }
+  for (size_t i = 0; i < n; ++i) HVD_CHECK(Insert(&entries[i], rank));
   return Status::OK();
 }
 
@@ -66,8 +93,9 @@ void TensorQueue::TakeAll(const google::protobuf::RepeatedPtrField<std::string>&
   for (int i = 0; i < names.size(); ++i) {
     auto it = entries_.find(names[i]);
     if (it == entries_.end()) continue;
-    (*out)[i] = std::move(it->second);
-    entries_.erase(it);
+    Map::node_type node = entries_.extract(it);
+    (*out)[i] = std::move(node.mapped());
+    if (spare_.size() < kMaxSpareNodes) spare_.push_back(std::move(node));
     (*found)[i] = true;
   }
 }

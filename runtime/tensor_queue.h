@@ -61,7 +61,11 @@ class TensorQueue {
  public:
   // Adds entries atomically (a group goes in one cycle). Refuses with kInvalidUsage,
   // adding none, if a name is already in flight or repeated in `entries`.
-  Status Enqueue(std::vector<TensorEntry> entries, int rank);
+  Status Enqueue(std::vector<TensorEntry> entries, int rank) {
+    return Enqueue(entries.data(), entries.size(), rank);
+  }
+  // The same for entries[0..n), which are moved from when they are added.
+  Status Enqueue(TensorEntry* entries, size_t n, int rank);
 
   // Moves the requests added since the last call into `out`'s requests
   // (replacing what they held).
@@ -80,8 +84,16 @@ class TensorQueue {
   size_t size() const;
 
  private:
+  using Map = std::unordered_map<std::string, TensorEntry>;
+
+  // Adds `e` under its name, reusing a spare node; false if the name is taken.
+  bool Insert(TensorEntry* e, int rank);
+
   mutable std::mutex mu_;
-  std::unordered_map<std::string, TensorEntry> entries_;
+  Map entries_;
+  // Nodes of taken entries, reused by later enqueues (a step's tensors come back
+  // every step), so that an enqueue allocates no map node or key.
+  std::vector<Map::node_type> spare_;
   proto::RequestList new_requests_;
   Status refusal_;
 };

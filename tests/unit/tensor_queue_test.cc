@@ -215,6 +215,39 @@ TEST(TensorQueueTest, NameIsReusableAfterTake) {
   EXPECT_THAT(PoppedNames(q), ElementsAre("step", "step", "step"));
 }
 
+// Taken entries leave their map nodes for later enqueues: a reused node must
+// carry only the new entry, and a refused name must not use one up or leave one
+// half-filled.
+TEST(TensorQueueTest, ReusedNodesHoldOnlyTheNewEntry) {
+  TensorQueue q;
+  for (const char* n : {"a", "b", "c"}) ASSERT_TRUE(q.Enqueue(One(Entry(n, 7)), 0).ok());
+  TensorEntry out;
+  for (const char* n : {"a", "b", "c"}) ASSERT_TRUE(Take(q, n, &out));
+  PoppedNames(q);
+  ASSERT_TRUE(q.Enqueue(One(Entry("a longer name than the short-string buffer", 3)), 1).ok());
+  Status dup = q.Enqueue(One(Entry("a longer name than the short-string buffer", 9)), 1);
+  EXPECT_EQ(dup.code(), StatusCode::kInvalidUsage);
+  std::vector<TensorEntry> group;
+  group.push_back(Entry("g1", 5));
+  group.push_back(Entry("g2", 6));
+  ASSERT_TRUE(q.Enqueue(std::move(group), 1).ok());
+  EXPECT_EQ(q.size(), 3u);
+  proto::RequestList reqs;
+  q.PopRequests(&reqs);
+  ASSERT_EQ(reqs.requests_size(), 3);
+  EXPECT_EQ(reqs.requests(0).name(), "a longer name than the short-string buffer");
+  EXPECT_THAT(reqs.requests(0).shape(), ElementsAre(3));
+  EXPECT_EQ(reqs.requests(0).request_rank(), 1);
+  EXPECT_THAT(reqs.requests(2).shape(), ElementsAre(6));
+  ASSERT_TRUE(Take(q, "a longer name than the short-string buffer", &out));
+  EXPECT_EQ(out.name, "a longer name than the short-string buffer");
+  EXPECT_THAT(out.shape, ElementsAre(3));
+  ASSERT_TRUE(Take(q, "g1", &out));
+  EXPECT_THAT(out.shape, ElementsAre(5));
+  EXPECT_FALSE(Take(q, "a", &out)) << "the old entry went with its node's reuse";
+  EXPECT_EQ(q.size(), 1u);
+}
+
 TEST(TensorQueueTest, EmptyGroupIsFine) {
   TensorQueue q;
   EXPECT_TRUE(q.Enqueue({}, 0).ok());
