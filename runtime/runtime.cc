@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <pthread.h>
+
 #include "controller/control_channel.h"
 #include "runtime/gloo_backend.h"
 #include "runtime/host_plane.h"
@@ -156,8 +158,17 @@ Status Runtime::Start(std::shared_ptr<Store> store) {
     comms_.push_back(std::move(global));
     process_sets_[0] = all;
   }
-  thread_ = std::thread([this] { Loop(); });
-  if (size() > 1) heartbeat_ = std::thread([this] { Heartbeat(); });
+  // Named for top, perf and gdb (at most 15 characters).
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "hvd-loop");
+    Loop();
+  });
+  if (size() > 1) {
+    heartbeat_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "hvd-heartbeat");
+      Heartbeat();
+    });
+  }
   return Status::OK();
 }
 
