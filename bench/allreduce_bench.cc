@@ -5,7 +5,7 @@
 //   dprun -np 2 build/bench/allreduce_bench [--workload all|sizes|resnet50|small]
 //       [--iters N] [--budget SECONDS] [--csv FILE] [--mpi-csv FILE]
 //       [--resnet50-sizes FILE] [--peers LIST] [--barrier dprun|gloo]
-//       [--settle SECONDS]
+//       [--settle SECONDS] [--run N]
 //
 // Peers, all float32 sum, all out of place (send buffers are never modified):
 //   dprun            the C API. One buffer: hvd_allreduce. Many tensors: every
@@ -18,6 +18,8 @@
 //   gloo_per_tensor  copy send -> recv and one gloo::allreduce per tensor (only
 //                    for workloads of more than one tensor).
 // --peers runs only the named peers (for profiling one of them).
+// --run N: each timed round runs N consecutive steps of every peer in turn
+// (default 10; 1 alternates peers step by step, see bench/harness.h).
 // --settle runs untimed rounds of every peer for that long first (to let
 // HVD_AUTOTUNE finish its search before the timed steps; bench/autotune_bench.sh).
 // --barrier picks the barrier that starts every timed step, for every peer:
@@ -216,6 +218,9 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (a == "--iters") {
       f.harness.iters = std::atoi(value().c_str());
       if (f.harness.iters <= 0) Die("--iters must be positive");
+    } else if (a == "--run") {
+      f.harness.run = std::atoi(value().c_str());
+      if (f.harness.run <= 0) Die("--run must be a positive number of steps");
     } else if (a == "--budget") {
       f.harness.budget_s = std::atof(value().c_str());
       if (!(f.harness.budget_s > 0)) Die("--budget must be a positive number of seconds");
@@ -239,7 +244,7 @@ Flags ParseFlags(int argc, char** argv) {
           "usage: dprun -np N allreduce_bench [--workload all|sizes|resnet50|small[,...]]\n"
           "         [--iters N] [--budget SECONDS] [--csv FILE] [--mpi-csv FILE]\n"
           "         [--resnet50-sizes FILE] [--peers dprun,gloo_fused,gloo_per_tensor]\n"
-          "         [--barrier dprun|gloo] [--settle SECONDS]\n");
+          "         [--barrier dprun|gloo] [--settle SECONDS] [--run N]\n");
       std::exit(0);
     } else {
       Die("unknown argument '" + a + "' (try --help)");

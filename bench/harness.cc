@@ -93,18 +93,21 @@ bool RunWorkload(const Workload& w, Buffers* b, const std::vector<Peer>& peers, 
     rounds = std::max(rounds, iters[p]);
   }
 
-  // 3. Interleaved timed rounds; each peer's last step is checked.
+  // 3. Interleaved timed rounds of `run` steps per peer; each peer's last step
+  // is checked.
+  const int run = std::max(1, opts.run);
   std::vector<std::vector<double>> times(peers.size());
-  for (int k = 0; k < rounds; ++k) {
+  for (int k0 = 0; k0 < rounds; k0 += run) {
     for (size_t p = 0; p < peers.size(); ++p) {
-      if (k >= iters[p]) continue;
-      double t = 0;
-      if (k == iters[p] - 1) {
-        if (!CheckedStep(w, b, peers[p], comm, &t, error)) return false;
-      } else {
-        t = TimeStep(peers[p], comm);
+      for (int k = k0; k < std::min(k0 + run, iters[p]); ++k) {
+        double t = 0;
+        if (k == iters[p] - 1) {
+          if (!CheckedStep(w, b, peers[p], comm, &t, error)) return false;
+        } else {
+          t = TimeStep(peers[p], comm);
+        }
+        times[p].push_back(t);
       }
-      times[p].push_back(t);
     }
   }
 

@@ -8,9 +8,11 @@
 //   2. Iterations: --iters, or as many as fit `budget_s` per peer judged by the
 //      slowest rank's last warm-up step, clamped to [min_iters, max_iters]. All
 //      ranks derive the same count from the same (max-reduced) warm-up time.
-//   3. Timed rounds: round k runs step k of every peer in turn (interleaved, so a
-//      slow spell of the machine hits every peer alike). Each step starts after a
-//      barrier and is timed on each rank; a step's time is its slowest rank's.
+//   3. Timed rounds: each round runs `run` consecutive steps of every peer in
+//      turn (interleaved, so a slow spell of the machine hits every peer alike;
+//      in runs, so each peer's steps follow its own, as a training loop's do).
+//      Each step starts after a barrier and is timed on each rank; a step's time
+//      is its slowest rank's.
 //      Before each peer's final step the receive buffers are poisoned again, and
 //      that step's result is checked.
 //   4. The median over a peer's steps is its time per step.
@@ -62,6 +64,11 @@ struct HarnessOptions {
   // Untimed rounds of every peer for at least this long before the warm-up
   // (for example while HVD_AUTOTUNE searches); 0: none.
   double settle_s = 0;
+  // Consecutive timed steps of one peer before the next peer's (at least 1).
+  // With 1, every step follows another peer's: a peer that waits in the kernel
+  // (Gloo over TCP) leaves idle cores, and on a VM the next peer's first
+  // microseconds of CPU work run up to 2x slower after that.
+  int run = 10;
 };
 
 // One peer on one workload.

@@ -2,7 +2,7 @@
 // checked by the same harness, so bench/run_bench.sh can set dprun beside MPI.
 //
 //   mpirun --allow-run-as-root -np 2 --mca btl self,vader --mca oob_tcp_if_include lo
-//       build/bench/mpi_allreduce_bench [--workload ...] [--iters N] [--budget S]
+//       build/bench/mpi_allreduce_bench [--workload ...] [--iters N] [--budget S] [--run N]
 //       [--csv FILE] [--resnet50-sizes FILE]
 //
 // Peers, float32 MPI_SUM on MPI_COMM_WORLD, out of place like allreduce_bench's:
@@ -120,6 +120,9 @@ int Main(int argc, char** argv) {
     } else if (a == "--iters") {
       harness.iters = std::atoi(value().c_str());
       if (harness.iters <= 0) Die("--iters must be positive");
+    } else if (a == "--run") {
+      harness.run = std::atoi(value().c_str());
+      if (harness.run <= 0) Die("--run must be a positive number of steps");
     } else if (a == "--budget") {
       harness.budget_s = std::atof(value().c_str());
       if (!(harness.budget_s > 0)) Die("--budget must be a positive number of seconds");
