@@ -657,12 +657,10 @@ bool Runtime::RunCycle(Communicator* comm, Clock::time_point now, bool* hurry) {
 }
 
 Status Runtime::ExecuteResponse(Communicator* comm, const proto::Response& response) {
-  std::vector<TensorEntry> storage;
-  std::vector<bool> found;
-  comm->queue.TakeAll(response.names(), &storage, &found);
-  std::vector<TensorEntry*> entries(response.names_size(), nullptr);
-  for (int i = 0; i < response.names_size(); ++i)
-    if (found[i]) entries[i] = &storage[i];
+  comm->queue.TakeAll(response.names(), &comm->taken);
+  std::vector<TensorEntry*>& entries = comm->taken_entries;
+  entries.resize(response.names_size());
+  for (int i = 0; i < response.names_size(); ++i) entries[i] = comm->taken.get(i);
   if (timeline_) {
     const auto now = Clock::now();
     for (const auto& name : response.names()) {
@@ -677,6 +675,7 @@ Status Runtime::ExecuteResponse(Communicator* comm, const proto::Response& respo
     Fail(s);
     CompleteAll(entries, LoopStatus());
   }
+  comm->queue.Recycle(&comm->taken);
   return s;
 }
 

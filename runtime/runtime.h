@@ -152,6 +152,9 @@ class Runtime {
     // reuse their allocations (background thread).
     proto::RequestList cycle_requests;
     proto::ResponseList cycle_responses;
+    // A response's entries, and pointers to them, kept for their capacity.
+    TensorQueue::Taken taken;
+    std::vector<TensorEntry*> taken_entries;
     // Coordinator with a timeline: when each tensor became ready (background thread).
     std::unordered_map<std::string, Clock::time_point> ready_at;
     Clock::time_point phase_begin;

@@ -86,18 +86,29 @@ void TensorQueue::PopRequests(proto::RequestList* out) {
 }
 
 void TensorQueue::TakeAll(const google::protobuf::RepeatedPtrField<std::string>& names,
-                          std::vector<TensorEntry>* out, std::vector<bool>* found) {
-  out->resize(names.size());
-  found->assign(names.size(), false);
+                          Taken* out) {
+  out->nodes_.clear();
+  out->nodes_.resize(names.size());
   std::lock_guard<std::mutex> lock(mu_);
   for (int i = 0; i < names.size(); ++i) {
     auto it = entries_.find(names[i]);
-    if (it == entries_.end()) continue;
-    Map::node_type node = entries_.extract(it);
-    (*out)[i] = std::move(node.mapped());
-    if (spare_.size() < kMaxSpareNodes) spare_.push_back(std::move(node));
-    (*found)[i] = true;
+    if (it != entries_.end()) out->nodes_[i] = entries_.extract(it);
   }
+}
+
+void TensorQueue::Recycle(Taken* taken) {
+  for (auto& node : taken->nodes_) {
+    if (!node) continue;
+    node.mapped().work.reset();
+    node.mapped().loop_action = nullptr;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& node : taken->nodes_) {
+      if (node && spare_.size() < kMaxSpareNodes) spare_.push_back(std::move(node));
+    }
+  }
+  taken->nodes_.clear();
 }
 
 void TensorQueue::FailAll(const Status& status, bool refuse_new) {

@@ -71,11 +71,28 @@ class TensorQueue {
   // (replacing what they held).
   void PopRequests(proto::RequestList* out);
 
-  // Removes the entries for `names`, under one lock: out[i] is names[i]'s entry
-  // and found[i] says whether this rank had one. `out` and `found` are resized
-  // to fit.
-  void TakeAll(const google::protobuf::RepeatedPtrField<std::string>& names,
-               std::vector<TensorEntry>* out, std::vector<bool>* found);
+  using Map = std::unordered_map<std::string, TensorEntry>;
+
+  // Entries taken for one response. They stay in the queue's map nodes (no entry
+  // is moved or copied) until Recycle hands the nodes back for reuse.
+  class Taken {
+   public:
+    int size() const { return static_cast<int>(nodes_.size()); }
+    // names[i]'s entry, or null when this rank had none.
+    TensorEntry* get(int i) { return nodes_[i] ? &nodes_[i].mapped() : nullptr; }
+
+   private:
+    friend class TensorQueue;
+    std::vector<Map::node_type> nodes_;
+  };
+
+  // Removes the entries for `names`, under one lock, into `out` (replacing what
+  // it held): out->get(i) is names[i]'s entry.
+  void TakeAll(const google::protobuf::RepeatedPtrField<std::string>& names, Taken* out);
+
+  // Once their response has run: drops the taken entries' Works and actions and
+  // keeps their nodes for later enqueues. Leaves `taken` empty.
+  void Recycle(Taken* taken);
 
   // Completes every entry with `status` and empties the queue; later Enqueue calls
   // are refused with `status` too when `refuse_new` is set.
@@ -84,8 +101,6 @@ class TensorQueue {
   size_t size() const;
 
  private:
-  using Map = std::unordered_map<std::string, TensorEntry>;
-
   // Adds `e` under its name, reusing a spare node; false if the name is taken.
   bool Insert(TensorEntry* e, int rank);
 

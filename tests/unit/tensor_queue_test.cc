@@ -37,11 +37,12 @@ TensorEntry Entry(const std::string& name, int64_t count = 4) {
 bool Take(TensorQueue& q, const std::string& name, TensorEntry* out) {
   proto::Response r;
   r.add_names(name);
-  std::vector<TensorEntry> taken;
-  std::vector<bool> found;
-  q.TakeAll(r.names(), &taken, &found);
-  if (found[0]) *out = std::move(taken[0]);
-  return found[0];
+  TensorQueue::Taken taken;
+  q.TakeAll(r.names(), &taken);
+  const bool found = taken.get(0) != nullptr;
+  if (found) *out = std::move(*taken.get(0));
+  q.Recycle(&taken);
+  return found;
 }
 
 std::vector<TensorEntry> One(TensorEntry e) {
@@ -149,17 +150,22 @@ TEST(TensorQueueTest, TakeAllTakesWhatThisRankHasInResponseOrder) {
   for (const char* n : {"a", "b", "c"}) ASSERT_TRUE(q.Enqueue(One(Entry(n, 2)), 0).ok());
   proto::Response r;
   for (const char* n : {"c", "never", "a"}) r.add_names(n);
-  std::vector<TensorEntry> out;
-  std::vector<bool> found;
-  q.TakeAll(r.names(), &out, &found);
-  ASSERT_EQ(out.size(), 3u);
-  EXPECT_THAT(found, ElementsAre(true, false, true));
-  EXPECT_EQ(out[0].name, "c");
-  EXPECT_EQ(out[2].name, "a");
-  EXPECT_NE(out[0].work, nullptr);
+  TensorQueue::Taken out;
+  q.TakeAll(r.names(), &out);
+  ASSERT_EQ(out.size(), 3);
+  ASSERT_NE(out.get(0), nullptr);
+  EXPECT_EQ(out.get(1), nullptr);
+  ASSERT_NE(out.get(2), nullptr);
+  EXPECT_EQ(out.get(0)->name, "c");
+  EXPECT_EQ(out.get(2)->name, "a");
+  EXPECT_NE(out.get(0)->work, nullptr);
   EXPECT_EQ(q.size(), 1u) << "only b is left";
-  q.TakeAll(r.names(), &out, &found);
-  EXPECT_THAT(found, ElementsAre(false, false, false)) << "each entry is taken once";
+  std::weak_ptr<Work> c_work = out.get(0)->work;
+  q.Recycle(&out);
+  EXPECT_EQ(out.size(), 0);
+  EXPECT_TRUE(c_work.expired()) << "a recycled node lets go of its Work";
+  q.TakeAll(r.names(), &out);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(out.get(i), nullptr) << "each entry is taken once";
   TensorEntry b;
   EXPECT_TRUE(Take(q, "b", &b));
 }
