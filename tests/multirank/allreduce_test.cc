@@ -211,9 +211,12 @@ TEST(HostPlane, ChosenFromWhereRanksAre) {
         int same_host = 0, across = 0;
         ASSERT_TRUE(rt.AddProcessSet({0, 1}, &same_host).ok());
         ASSERT_TRUE(rt.AddProcessSet({0, 2}, &across).ok());
-        if (rank == 0 || rank == 1)
+        if (rank == 0 || rank == 1) {
           EXPECT_STREQ(rt.HostBackendName(same_host), gloo ? "gloo" : "shm");
-        if (rank == 0 || rank == 2) EXPECT_STREQ(rt.HostBackendName(across), "gloo");
+        }
+        if (rank == 0 || rank == 2) {
+          EXPECT_STREQ(rt.HostBackendName(across), "gloo");
+        }
         EXPECT_EQ(rt.HostBackendName(77), nullptr);
       },
       HostsOf(2));
