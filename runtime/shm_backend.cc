@@ -82,12 +82,13 @@ class PieceList {
     });
   }
 
-  // fn(input, logical offset, elements) for each stretch of inputs [lo, hi) that
-  // lies in one piece, in order.
+  // fn(input, output, logical offset, elements) for each stretch of [lo, hi)
+  // that lies in one piece, in order.
   template <typename Fn>
-  void ForEachInput(int64_t lo, int64_t hi, Fn&& fn) const {
+  void ForEachPiece(int64_t lo, int64_t hi, Fn&& fn) const {
     ForRange(lo, hi, [&](const AllreducePiece& p, int64_t at, int64_t n, int64_t logical) {
-      fn(static_cast<const uint8_t*>(p.in) + at * elem_, logical, n);
+      fn(static_cast<const uint8_t*>(p.in) + at * elem_, static_cast<uint8_t*>(p.out) + at * elem_,
+         logical, n);
     });
   }
 
@@ -271,18 +272,25 @@ Status ShmBackend::AllreduceImpl(const PieceList& buf, DataType dtype, ReduceOp 
     const int64_t a = piece(len, me), m = piece(len, me + 1) - a;
     if (m > 0) {
       // Every rank sums in rank order, so each result is bitwise the same
-      // whichever rank reduced it.
-      buf.ForEachInput(s + a, s + a + m, [&](const uint8_t* own, int64_t logical, int64_t len) {
+      // whichever rank reduced it. Each stretch of our own piece goes to its
+      // output while it is still in cache (and before we wait for the peers'
+      // pieces); the input is read in full before the output, which may be the
+      // same memory, is written.
+      buf.ForEachPiece(s + a, s + a + m,
+                       [&](const uint8_t* own, uint8_t* out, int64_t logical, int64_t len) {
         const int64_t at = logical - s;  // element offset in the slot
         auto src = [&](int r) -> const uint8_t* { return r == me ? own : Stage(r, slot) + at * elem; };
         uint8_t* dst = Result(slot) + at * elem;
         fn(dst, src(0), src(1), static_cast<size_t>(len));
         for (int r = 2; r < n; ++r) fn(dst, dst, src(r), static_cast<size_t>(len));
+        std::memcpy(out, dst, static_cast<size_t>(len * elem));
+        if (finish) finish(out, len);
       });
     }
     seg_->Post(kRead, g + 1);
     HVD_RETURN_IF_ERROR(seg_->WaitAllAtLeast(kRead, g + 1, "reduce its piece"));
-    buf.Scatter(s, s + len, Result(slot), finish);
+    buf.Scatter(s, s + a, Result(slot), finish);
+    buf.Scatter(s + a + m, s + len, Result(slot) + (a + m) * elem, finish);
     seg_->Post(kOut, g + 1);
   }
   return Status::OK();
