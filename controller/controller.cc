@@ -183,10 +183,19 @@ void Controller::CoordinateCache(const std::vector<proto::RequestList>& lists,
     }
   }
   if (options_.on_arrivals) {
+    // Per-entry arrival vectors are kept (and reused) once made: a step's 1000
+    // cached tensors must not cost 1000 allocations on the coordinator, whom
+    // every rank waits for.
+    arrival_bits_.resize(words, 0);
     for (int r = 0; r < size(); ++r) {
       ForEachBit(lists[r].cache_bits(), [&](uint32_t i) {
+        if (i >= words * 64) return;  // past the cache: ignored above too
+        if (i >= bit_arrivals_.size()) bit_arrivals_.resize(i + 1);
         auto& v = bit_arrivals_[i];
-        if (v.empty()) v.assign(size(), Clock::time_point{});
+        if (!TestBit(arrival_bits_, i)) {
+          v.assign(size(), Clock::time_point{});
+          SetBit(&arrival_bits_, i);
+        }
         if (v[r] == Clock::time_point{}) v[r] = now;
       });
     }
@@ -218,10 +227,10 @@ void Controller::CoordinateCache(const std::vector<proto::RequestList>& lists,
     for (size_t w = 0; w < words; ++w) {
       for (uint64_t word = all[w] | invalid[w]; word; word &= word - 1) {
         const uint32_t i = static_cast<uint32_t>(w * 64 + __builtin_ctzll(word));
-        auto it = bit_arrivals_.find(i);
-        if (it == bit_arrivals_.end()) continue;
-        if ((all[w] >> (i % 64)) & 1) options_.on_arrivals(cache_.response(i).names(0), it->second, now, true);
-        bit_arrivals_.erase(it);
+        if (!TestBit(arrival_bits_, i)) continue;
+        if ((all[w] >> (i % 64)) & 1)
+          options_.on_arrivals(cache_.response(i).names(0), bit_arrivals_[i], now, true);
+        ClearBit(&arrival_bits_, i);
       }
     }
   }

@@ -110,7 +110,10 @@ class Controller {
   std::map<std::string, proto::Request> own_requests_;     // sent in full, not yet run
   std::vector<proto::Request> resend_;                     // to send in full next cycle
   std::map<uint32_t, Clock::time_point> partial_since_;    // coordinator: bits not all set
-  std::map<uint32_t, std::vector<Clock::time_point>> bit_arrivals_;  // coordinator
+  // Coordinator: when each rank first set each cache bit, for the entries marked
+  // in arrival_bits_ (an entry's vector stays allocated for reuse).
+  std::vector<std::vector<Clock::time_point>> bit_arrivals_;
+  std::vector<uint64_t> arrival_bits_;
   Stats stats_;
   std::unique_ptr<Autotuner> autotuner_;  // coordinator with autotune only
   std::chrono::microseconds announced_cycle_time_;
