@@ -9,6 +9,7 @@
 #ifndef HVD_CONTROLLER_STRAGGLER_H_
 #define HVD_CONTROLLER_STRAGGLER_H_
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <string>
@@ -49,8 +50,8 @@ class StragglerTracker {
   static constexpr size_t kWindow = 4096;
   mutable std::mutex mu_;
   std::vector<PerRank> per_rank_;
-  int64_t tensors_ = 0;
-  int64_t straggled_ = 0;
+  std::atomic<int64_t> tensors_{0};
+  int64_t straggled_ = 0;  // guarded by mu_
 };
 
 }  // namespace hvd
