@@ -15,6 +15,8 @@
 //                           lockstep (so thread hand-off is in the time). C = 1
 //                           enables the response cache (capacity 1024); three
 //                           untimed cycles first put it in its steady state.
+//                           Rank 0 records arrivals in a StragglerTracker, as
+//                           the runtime's coordinator always does.
 //   BM_PlanFusion/W         the fusion planner alone over W's single-tensor
 //                           responses: 0 = ResNet-50's 161 tensors, 1 = 1000 x 4 KiB.
 //   BM_Reduce/D/O           one reduction kernel, dst = op(a, b), on 1 MiB of each
@@ -35,6 +37,7 @@
 #include "controller/messages.pb.h"
 #include "controller/negotiation.h"
 #include "controller/response_cache.h"
+#include "controller/straggler.h"
 #include "runtime/reduce_kernels.h"
 #include "runtime/types.h"
 
@@ -241,7 +244,12 @@ void BM_ControllerCycle(benchmark::State& state) {
       }
     });
   }
-  Controller c(std::make_unique<HubChannel>(&hub, 0), QuietOptions(cache));
+  ControllerOptions coordinator = QuietOptions(cache);
+  StragglerTracker straggler(ranks);
+  coordinator.on_arrivals = [&straggler](const std::string&,
+                                         const std::vector<Clock::time_point>& arrivals,
+                                         Clock::time_point, bool) { straggler.Record(arrivals); };
+  Controller c(std::make_unique<HubChannel>(&hub, 0), std::move(coordinator));
   const proto::RequestList mine = RequestListOf(0, tensors);
   proto::ResponseList out;
   // Untimed cycles first, so the cache variant is timed in its steady state.

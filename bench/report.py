@@ -10,7 +10,15 @@ run with the same rank count), and the ratios dprun/peer of the median times
 (> 1: dprun is slower). dprun and Gloo come from one run on the same buffers;
 MPI is a separate run, so its ratio is across runs. For a single buffer, fused
 and per-tensor are the same operation and share one measurement.
+
+--pairs DIR adds a table of alternating runs, each peer alone: DIR holds
+dprun_np<N>_<i>.csv (allreduce_bench --peers dprun) and mpi_np<N>_<i>.csv, run
+in turn; per workload and rank count it lists each run's median and the ratio
+of the medians over the runs (dprun against MPI's faster variant per run).
 """
+import glob
+import os
+import statistics
 import argparse
 import csv
 import sys
@@ -77,9 +85,38 @@ def table(rows, mpi_rows):
     return "\n".join(out)
 
 
+def pairs_table(directory):
+    """Alternating runs, each peer alone: per (ranks, workload), every run's median."""
+    runs = {}  # (ranks, workload) -> {"dprun": [ms...], "mpi": [ms...]}
+    for path in sorted(glob.glob(os.path.join(directory, "*_np*_*.csv"))):
+        who = os.path.basename(path).split("_")[0]
+        best = {}
+        for r in read([path]):
+            if who == "dprun" and r["peer"] != "dprun":
+                continue
+            key = (r["ranks"], r["workload"])
+            best[key] = min(best.get(key, float("inf")), r["median_ms"])
+        for key, ms in best.items():
+            runs.setdefault(key, {"dprun": [], "mpi": []})[who].append(ms)
+    out = [
+        "| ranks | workload | dprun alone, per run (ms) | MPI best, per run (ms) | "
+        "dprun/MPI (medians over runs) |",
+        "|---:|---|---|---|---:|",
+    ]
+    for (ranks, wl), v in sorted(runs.items()):
+        if not v["dprun"] or not v["mpi"]:
+            continue
+        r = statistics.median(v["dprun"]) / statistics.median(v["mpi"])
+        out.append("| {} | {} | {} | {} | {:.2f} |".format(
+            ranks, wl, ", ".join(f"{x:.3f}" for x in v["dprun"]),
+            ", ".join(f"{x:.3f}" for x in v["mpi"]), r))
+    return "\n".join(out) if len(out) > 2 else ""
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--machine", help="a text file describing the machine, quoted first")
+    ap.add_argument("--pairs", help="a directory of alternating runs, each peer alone")
     ap.add_argument("csv", nargs="+")
     a = ap.parse_args()
     rows = read(a.csv)
@@ -95,6 +132,11 @@ def main():
     for (ranks, ops), g in groups.items():
         print(f"### {ranks} ranks, CPU operations: {ops}\n")
         print(table(g, [r for r in mpi if r["ranks"] == ranks]))
+        print()
+    pt = pairs_table(a.pairs) if a.pairs else ""
+    if pt:
+        print("### dprun and MPI each alone, in alternating runs\n")
+        print(pt)
         print()
 
 

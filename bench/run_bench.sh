@@ -11,7 +11,13 @@
 #   2. allreduce_bench under dprun with the runtime's default CPU operations
 #      -> dprun_np<N>_default.csv;
 #   3. the same with HVD_CPU_OPERATIONS=gloo (forces the Gloo data plane)
-#      -> dprun_np<N>_gloo.csv.
+#      -> dprun_np<N>_gloo.csv;
+#   4. if MPI is there, $BENCH_PAIRS (default 3) alternating pairs of runs of
+#      the ResNet-50 and 1000 x 4 KiB workloads, each peer alone: the MPI tool,
+#      then allreduce_bench --peers dprun -> pairs/{mpi,dprun}_np<N>_<i>.csv.
+#      MPI never shares a run with dprun, so this compares like with like: in
+#      steps 2 and 3 dprun's steps follow Gloo's, which leave the cores idle
+#      while they wait in the kernel (see docs/benchmarks.md).
 # Then bench/report.py writes OUT_DIR/results.md and bench/plot.py
 # OUT_DIR/allreduce_busbw.png. $BENCH_ARGS is passed to both binaries (for example
 # "--workload sizes --budget 0.5"). Each run prints its table as it finishes.
@@ -32,7 +38,7 @@ have_mpi=0
 if [ -x "$mpibench" ] && command -v mpirun >/dev/null; then have_mpi=1; fi
 [ $have_mpi = 1 ] || echo "$0: no mpi_allreduce_bench or mpirun: skipping MPI" >&2
 
-rm -f "$out"/dprun_np*.csv "$out"/mpi_np*.csv
+rm -f "$out"/dprun_np*.csv "$out"/mpi_np*.csv "$out"/pairs/*.csv
 {
   echo "host: $(uname -n), $(nproc) cores, $(uname -sr)"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
@@ -42,18 +48,25 @@ rm -f "$out"/dprun_np*.csv "$out"/mpi_np*.csv
 } >"$out/machine.txt"
 cat "$out/machine.txt"
 
+# run_mpi NP CSV ARGS...: the MPI tool under mpirun. Waiting ranks yield the CPU
+# instead of spinning (mpi_yield_when_idle), as dprun's and Gloo's threads
+# block: on 2 cores shared with other work, a spinning rank otherwise waits a
+# whole scheduler slice (~40 ms) for its peer. More ranks than cores also needs
+# --oversubscribe.
+run_mpi() {
+  local np=$1 csv=$2
+  shift 2
+  local over=()
+  [ "$np" -gt "$(nproc)" ] && over=(--oversubscribe)
+  mpirun --allow-run-as-root "${over[@]}" --bind-to none -np "$np" \
+    --mca btl self,vader --mca oob_tcp_if_include lo --mca mpi_yield_when_idle 1 \
+    "$mpibench" --csv "$csv" "$@"
+}
+
 for np in $ranks; do
   if [ $have_mpi = 1 ]; then
     echo "== MPI_Allreduce, $np ranks (at ${SECONDS}s)"
-    # Waiting ranks yield the CPU instead of spinning (mpi_yield_when_idle), as
-    # dprun's and Gloo's threads block: on 2 cores shared with other work, a
-    # spinning rank otherwise waits a whole scheduler slice (~40 ms) for its peer.
-    # More ranks than cores also needs --oversubscribe.
-    over=()
-    [ "$np" -gt "$(nproc)" ] && over=(--oversubscribe)
-    mpirun --allow-run-as-root "${over[@]}" --bind-to none -np "$np" \
-      --mca btl self,vader --mca oob_tcp_if_include lo --mca mpi_yield_when_idle 1 \
-      "$mpibench" --csv "$out/mpi_np$np.csv" "${args[@]}"
+    run_mpi "$np" "$out/mpi_np$np.csv" "${args[@]}"
   fi
   for ops in default gloo; do
     echo "== dprun, $np ranks, CPU operations: $ops (at ${SECONDS}s)"
@@ -69,8 +82,22 @@ for np in $ranks; do
   done
 done
 
+pairs=()
+if [ $have_mpi = 1 ] && [ "${BENCH_PAIRS:-3}" -gt 0 ]; then
+  mkdir -p "$out/pairs"
+  for np in $ranks; do
+    for i in $(seq 1 "${BENCH_PAIRS:-3}"); do
+      echo "== pair $i, $np ranks: MPI alone, then dprun alone (at ${SECONDS}s)"
+      run_mpi "$np" "$out/pairs/mpi_np${np}_$i.csv" --workload resnet50,small >/dev/null
+      env -u HVD_CPU_OPERATIONS "$dprun" -np "$np" "$bench" --workload resnet50,small \
+        --peers dprun --csv "$out/pairs/dprun_np${np}_$i.csv" >/dev/null
+    done
+  done
+  pairs=(--pairs "$out/pairs")
+fi
+
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg); all runs took ${SECONDS}s" >>"$out/machine.txt"
-python3 "$here/report.py" --machine "$out/machine.txt" "$out"/*.csv >"$out/results.md"
+python3 "$here/report.py" --machine "$out/machine.txt" "${pairs[@]}" "$out"/*.csv >"$out/results.md"
 echo "wrote $out/results.md"
 # matplotlib comes from Debian (python3-matplotlib): a python3 earlier on PATH
 # (pyenv, a venv) may not see it, so fall back to the system one.
