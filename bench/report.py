@@ -16,11 +16,11 @@ dprun_np<N>_<i>.csv (allreduce_bench --peers dprun) and mpi_np<N>_<i>.csv, run
 in turn; per workload and rank count it lists each run's median and the ratio
 of the medians over the runs (dprun against MPI's faster variant per run).
 """
+import argparse
+import csv
 import glob
 import os
 import statistics
-import argparse
-import csv
 import sys
 from collections import OrderedDict
 
