@@ -318,6 +318,49 @@ TEST(ControllerTest, OnReadyReportsTheLastRankAndItsLag) {
   EXPECT_EQ(std::get<2>(seen[0]), milliseconds(40));
 }
 
+// The coordinator reports, for a cached tensor too, when each rank first sent it,
+// across cycles, and starts afresh for the tensor's next step.
+TEST(ControllerTest, OnArrivalsGivesEachRanksFirstCycleForCachedTensors) {
+  struct Seen {
+    std::string name;
+    std::vector<Clock::time_point> arrivals;
+    Clock::time_point ready;
+    bool cached;
+  };
+  std::vector<Seen> seen;
+  ControllerOptions o = Options();
+  o.cache_capacity = 16;
+  o.on_arrivals = [&](const std::string& name, const std::vector<Clock::time_point>& arrivals,
+                      Clock::time_point ready, bool cached) {
+    seen.push_back({name, arrivals, ready, cached});
+  };
+  FakeJob job(3, o);
+  Lists all = Lists(3).Add(0, Allreduce("x", 4)).Add(1, Allreduce("x", 4)).Add(2, Allreduce("x", 4));
+  job.Cycle(all.lists, At(0));  // full path; x enters the cache
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_FALSE(seen[0].cached);
+
+  // Next step: ranks 0 and 2 send x at 10 ms, rank 1 only at 30 ms.
+  proto::ResponseList out =
+      job.Cycle(Lists(3).Add(0, Allreduce("x", 4)).Add(2, Allreduce("x", 4)).lists, At(10));
+  EXPECT_EQ(out.responses_size(), 0);
+  EXPECT_EQ(seen.size(), 1u);
+  out = job.Cycle(Lists(3).Add(1, Allreduce("x", 4)).lists, At(30));
+  ASSERT_EQ(out.responses_size(), 1);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].name, "x");
+  EXPECT_TRUE(seen[1].cached);
+  EXPECT_EQ(seen[1].arrivals, (std::vector<Clock::time_point>{At(10), At(30), At(10)}));
+  EXPECT_EQ(seen[1].ready, At(30));
+
+  // The step after: every rank at 50 ms, with nothing left over from the last one.
+  out = job.Cycle(all.lists, At(50));
+  ASSERT_EQ(out.responses_size(), 1);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_TRUE(seen[2].cached);
+  EXPECT_EQ(seen[2].arrivals, (std::vector<Clock::time_point>{At(50), At(50), At(50)}));
+}
+
 // ---------------------------------------------------------------- errors and abort
 
 TEST(ControllerTest, ARanksOwnErrorAbortsTheJobNamingThatRank) {
