@@ -14,7 +14,8 @@
 #      -> dprun_np<N>_gloo.csv;
 #   4. if MPI is there, $BENCH_PAIRS (default 3) alternating pairs of runs of
 #      the ResNet-50 and 1000 x 4 KiB workloads, each peer alone: the MPI tool,
-#      then allreduce_bench --peers dprun -> pairs/{mpi,dprun}_np<N>_<i>.csv.
+#      then allreduce_bench --peers dprun -> pairs/{mpi,dprun}_np<N>_<i>.csv
+#      ($BENCH_ARGS apply, but not their --workload or --peers).
 #      MPI never shares a run with dprun, so this compares like with like: in
 #      steps 2 and 3 dprun's steps follow Gloo's, which leave the cores idle
 #      while they wait in the kernel (see docs/benchmarks.md).
@@ -88,9 +89,12 @@ if [ $have_mpi = 1 ] && [ "${BENCH_PAIRS:-3}" -gt 0 ]; then
   for np in $ranks; do
     for i in $(seq 1 "${BENCH_PAIRS:-3}"); do
       echo "== pair $i, $np ranks: MPI alone, then dprun alone (at ${SECONDS}s)"
-      run_mpi "$np" "$out/pairs/mpi_np${np}_$i.csv" --workload resnet50,small >/dev/null
-      env -u HVD_CPU_OPERATIONS "$dprun" -np "$np" "$bench" --workload resnet50,small \
-        --peers dprun --csv "$out/pairs/dprun_np${np}_$i.csv" >/dev/null
+      # $BENCH_ARGS apply here too (--budget, --iters, --resnet50-sizes, ...);
+      # the workload and peer flags after them win.
+      run_mpi "$np" "$out/pairs/mpi_np${np}_$i.csv" "${args[@]}" --workload resnet50,small \
+        >/dev/null
+      env -u HVD_CPU_OPERATIONS "$dprun" -np "$np" "$bench" "${args[@]}" \
+        --workload resnet50,small --peers dprun --csv "$out/pairs/dprun_np${np}_$i.csv" >/dev/null
     done
   done
   pairs=(--pairs "$out/pairs")
