@@ -188,6 +188,7 @@ Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
   HVD_RETURN_IF_ERROR(ParseChoice(env, {"HVD_CPU_OPERATIONS", "HOROVOD_CPU_OPERATIONS"},
                                   {"auto", "shm", "gloo"}, &o.cpu_operations));
   ParseString(env, {"HVD_HOST_ID"}, &o.host_id);
+  HVD_RETURN_IF_ERROR(ParseChoice(env, {"HVD_BIND_TO"}, {"none", "core"}, &o.bind_to));
 
   HVD_RETURN_IF_ERROR(ParseSeconds(env, {"HVD_TIMEOUT"}, &o.timeout));
   HVD_RETURN_IF_ERROR(ParseSeconds(
@@ -225,6 +226,8 @@ Status RuntimeOptions::Validate() const {
   if (cpu_operations != "auto" && cpu_operations != "shm" && cpu_operations != "gloo")
     return Status::InvalidArgument("HVD_CPU_OPERATIONS='" + cpu_operations +
                                    "' is not auto, shm or gloo");
+  if (bind_to != "none" && bind_to != "core")
+    return Status::InvalidArgument("HVD_BIND_TO='" + bind_to + "' is not none or core");
   for (const auto& set : process_sets)
     for (int r : set)
       if (r >= size)

@@ -59,6 +59,9 @@ struct RuntimeOptions {
   // kernel's boot id plus the device of /dev/shm, so separate machines and
   // containers with private /dev/shm never match. Set to group ranks by hand.
   std::string host_id;  // HVD_HOST_ID
+  // "core": at init, every thread of the rank is bound to its block of the host's
+  // CPUs (runtime/cpu_binding.h); "none" (the default) leaves affinity alone.
+  std::string bind_to = "none";  // HVD_BIND_TO=none|core (any case); dprun --bind-to
 
   // --- Bounds on waiting.
   std::chrono::milliseconds timeout{30000};     // HVD_TIMEOUT (s): a collective, a cycle or rendezvous

@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include "controller/control_channel.h"
+#include "runtime/cpu_binding.h"
 #include "runtime/gloo_backend.h"
 #include "runtime/host_plane.h"
 
@@ -137,6 +138,10 @@ Status Runtime::Connect(int id, const std::vector<int>& ranks, std::shared_ptr<C
 
 Status Runtime::Start(std::shared_ptr<Store> store) {
   store_ = std::move(store);
+  if (options_.bind_to == "core") {
+    std::vector<int> cpus;
+    HVD_RETURN_IF_ERROR(BindToCores(options_.local_rank, options_.local_size, &cpus));
+  }
   if (rank() == 0) {
     straggler_ = std::make_unique<StragglerTracker>(size());
     if (!options_.timeline_path.empty())

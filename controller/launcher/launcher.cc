@@ -96,6 +96,7 @@ int ExitCodeOf(int status) {
 EnvVars FlagVariables(const LauncherOptions& options) {
   EnvVars vars;
   if (!options.timeline_path.empty()) vars.emplace_back("HVD_TIMELINE", options.timeline_path);
+  if (!options.bind_to.empty()) vars.emplace_back("HVD_BIND_TO", options.bind_to);
   if (options.straggler_report) vars.emplace_back("HVD_STRAGGLER_REPORT", "1");
   return vars;
 }

@@ -151,6 +151,16 @@ const FlagSpec kFlags[] = {
        o->network_interface = v;
        return Status::OK();
      }},
+    {"--bind-to", nullptr, "none|core", "none",
+     "core: bind each rank's threads to its own block of its host's CPUs (the CPUs "
+     "divided evenly among the host's ranks; sets HVD_BIND_TO for the ranks)",
+     false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       if (v != "none" && v != "core")
+         return Status::InvalidUsage(f + " expects none or core, got '" + v + "'");
+       o->bind_to = v;
+       return Status::OK();
+     }},
     {"--timeline", nullptr, "PATH", nullptr,
      "rank 0 writes a Chrome/Perfetto trace of every tensor's negotiation and execution to "
      "PATH (sets HVD_TIMELINE for the ranks)",

@@ -23,6 +23,8 @@ struct LauncherOptions {
   double grace_period_s = 5;
   // --verbose: print the store address and each rank's pid.
   bool verbose = false;
+  // --bind-to none|core: set as HVD_BIND_TO for every rank when given.
+  std::string bind_to;
   // --timeline PATH: set as HVD_TIMELINE for every rank (rank 0 writes the trace).
   std::string timeline_path;
   // --straggler-report: set HVD_STRAGGLER_REPORT=1 for every rank and print rank 0's

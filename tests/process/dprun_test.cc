@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "controller/tcp_store.h"
+#include "runtime/cpu_binding.h"
 
 namespace hvd {
 namespace {
@@ -531,6 +533,56 @@ TEST(DprunTest, TimelineAndStragglerReportFlags) {
   Dprun none(Args(1, "exit 0", {"--start-timeout", "1000", "--straggler-report"}));
   EXPECT_EQ(ExitCode(none.Wait()), 0) << none.err;
   EXPECT_TRUE(Contains(none.err, "dprun: no straggler report")) << none.err;
+}
+
+// This process's CPUs, as the ranks inherit them.
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  HVD_CHECK(::sched_getaffinity(0, sizeof(set), &set) == 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+std::string AffinityLine(int rank, const std::string& cpus) {
+  return "[" + std::to_string(rank) + "]<stdout>:affinity rank=" + std::to_string(rank) +
+         " local_rank=" + std::to_string(rank) + " main=" + cpus + " early=" + cpus +
+         " late=" + cpus + "\n";
+}
+
+TEST(DprunTest, BindToCoreGivesEachRankItsBlockOfCpus) {
+  const std::string job = std::string(HVD_BUILD_DIR) + "/tests/programs/affinity_job";
+  const std::vector<int> allowed = AllowedCpus();
+  const std::string all = CpuListString(allowed);
+  // Threads started before hvd_init are bound too, and so are later ones.
+  Dprun bound({"-np", "2", "--bind-to", "core", job});
+  EXPECT_EQ(ExitCode(bound.Wait()), 0) << bound.err;
+  for (int r = 0; r < 2; ++r)
+    EXPECT_TRUE(Contains(bound.out, AffinityLine(r, CpuListString(CoresForLocalRank(allowed, r, 2)))))
+        << bound.out;
+  // More ranks than CPUs share them in turn.
+  const int many = static_cast<int>(allowed.size()) + 1;
+  Dprun crowded({"-np", std::to_string(many), "--bind-to", "core", job});
+  EXPECT_EQ(ExitCode(crowded.Wait()), 0) << crowded.err;
+  EXPECT_TRUE(Contains(crowded.out, AffinityLine(many - 1, std::to_string(allowed[0]))))
+      << crowded.out;
+  // Unbound (the default, and --bind-to none), every rank keeps every CPU.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"-np", "2", job}, {"-np", "2", "--bind-to=none", job}}) {
+    Dprun free(args);
+    EXPECT_EQ(ExitCode(free.Wait()), 0) << free.err;
+    for (int r = 0; r < 2; ++r) EXPECT_TRUE(Contains(free.out, AffinityLine(r, all))) << free.out;
+  }
+  // The variable alone does it too, and a bad value fails init, naming it.
+  Dprun by_env({"-np", "2", job}, {{"HVD_BIND_TO", "core"}});
+  EXPECT_EQ(ExitCode(by_env.Wait()), 0) << by_env.err;
+  EXPECT_TRUE(Contains(by_env.out, AffinityLine(1, CpuListString(CoresForLocalRank(allowed, 1, 2)))))
+      << by_env.out;
+  Dprun bad({"-np", "1", job}, {{"HVD_BIND_TO", "socket"}});
+  EXPECT_NE(ExitCode(bad.Wait()), 0);
+  EXPECT_TRUE(Contains(bad.err, "HVD_BIND_TO='socket'")) << bad.err;
 }
 
 TEST(DprunTest, UnknownCommandExits127) {

@@ -125,12 +125,29 @@ TEST(LauncherOptions, DiagnosticsFlags) {
   }
 }
 
+TEST(LauncherOptions, BindTo) {
+  LauncherOptions o;
+  ASSERT_TRUE(ParseLauncherArgs({"-np", "2", "cmd"}, &o).ok());
+  EXPECT_EQ(o.bind_to, "");  // the ranks' HVD_BIND_TO (or its default) decides
+  for (const char* value : {"core", "none"}) {
+    o = LauncherOptions();
+    const Status s = ParseLauncherArgs({"-np", "2", "--bind-to", value, "cmd"}, &o);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(o.bind_to, value);
+  }
+  o = LauncherOptions();
+  const Status s = ParseLauncherArgs({"-np", "2", "--bind-to=socket", "cmd"}, &o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidUsage);
+  EXPECT_THAT(s.message(), HasSubstr("--bind-to expects none or core, got 'socket'"));
+}
+
 TEST(LauncherOptions, UsageListsTheFlags) {
   const std::string u = LauncherUsage();
   for (const char* text :
        {"-H, --hosts LIST", "--hostfile FILE", "-p, --ssh-port N", "--ssh-identity-file FILE",
         "-x VAR[=VALUE]", "--network-interface IFACE", "--ssh-connect-timeout S",
         "NCCL_SOCKET_IFNAME", "--timeline PATH", "--straggler-report", "HVD_TIMELINE",
+        "--bind-to none|core", "HVD_BIND_TO",
         "HVD_STRAGGLER_REPORT"})
     EXPECT_THAT(u, HasSubstr(text));
 }

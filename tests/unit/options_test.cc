@@ -348,6 +348,19 @@ TEST(RuntimeOptionsTest, CpuOperationsAndHostId) {
   EXPECT_THAT(o.Validate().message(), HasSubstr("HVD_CPU_OPERATIONS='tcp'"));
 }
 
+TEST(RuntimeOptionsTest, BindTo) {
+  EXPECT_EQ(ParseOk({}).bind_to, "none");
+  EXPECT_EQ(ParseOk({{"HVD_BIND_TO", "Core"}}).bind_to, "core");
+  EXPECT_EQ(ParseOk({{"HVD_BIND_TO", "none"}}).bind_to, "none");
+  RuntimeOptions o;
+  Status s = Parse({{"HVD_BIND_TO", "socket"}}, &o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("HVD_BIND_TO='socket'"), HasSubstr("none or core")));
+  o = RuntimeOptions();
+  o.bind_to = "numa";
+  EXPECT_THAT(o.Validate().message(), HasSubstr("HVD_BIND_TO='numa'"));
+}
+
 TEST(RuntimeOptionsTest, ZeroTimeoutAndCycleTimeAreRefused) {
   RuntimeOptions o;
   Status s = Parse({{"HVD_TIMEOUT", "0"}}, &o);
