@@ -22,11 +22,15 @@
 # Then bench/report.py writes OUT_DIR/results.md and bench/plot.py
 # OUT_DIR/allreduce_busbw.png. $BENCH_ARGS is passed to both binaries (for example
 # "--workload sizes --budget 0.5"). Each run prints its table as it finishes.
+# $BENCH_BIND (default core) is dprun's --bind-to for every dprun run; MPI's ranks
+# are bound to cores too when it is core and there are no more ranks than CPUs
+# (mpirun --bind-to core; Open MPI's own default at 2 ranks), else not at all.
 set -euo pipefail
 
 . "$(dirname "$0")/bench_args.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 ranks=${BENCH_RANKS:-2 4}
+bind=${BENCH_BIND:-core}
 read -r -a args <<<"${BENCH_ARGS:-}"
 
 dprun=$build/dprun
@@ -46,6 +50,7 @@ rm -f "$out"/dprun_np*.csv "$out"/mpi_np*.csv "$out"/pairs/*.csv
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "git: $(git -C "$here/.." rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "dprun --bind-to: $bind"
 } >"$out/machine.txt"
 cat "$out/machine.txt"
 
@@ -57,9 +62,10 @@ cat "$out/machine.txt"
 run_mpi() {
   local np=$1 csv=$2
   shift 2
-  local over=()
+  local over=() mpibind=none
   [ "$np" -gt "$(nproc)" ] && over=(--oversubscribe)
-  mpirun --allow-run-as-root "${over[@]}" --bind-to none -np "$np" \
+  [ "$bind" = core ] && [ "$np" -le "$(nproc)" ] && mpibind=core
+  mpirun --allow-run-as-root "${over[@]}" --bind-to "$mpibind" -np "$np" \
     --mca btl self,vader --mca oob_tcp_if_include lo --mca mpi_yield_when_idle 1 \
     "$mpibench" --csv "$csv" "$@"
 }
@@ -74,10 +80,10 @@ for np in $ranks; do
     mpi_flag=()
     [ -f "$out/mpi_np$np.csv" ] && mpi_flag=(--mpi-csv "$out/mpi_np$np.csv")
     if [ $ops = gloo ]; then
-      HVD_CPU_OPERATIONS=gloo "$dprun" -np "$np" "$bench" --csv "$out/dprun_np${np}_$ops.csv" \
+      HVD_CPU_OPERATIONS=gloo "$dprun" -np "$np" --bind-to "$bind" "$bench" --csv "$out/dprun_np${np}_$ops.csv" \
         "${mpi_flag[@]}" "${args[@]}"
     else
-      env -u HVD_CPU_OPERATIONS "$dprun" -np "$np" "$bench" --csv "$out/dprun_np${np}_$ops.csv" \
+      env -u HVD_CPU_OPERATIONS "$dprun" -np "$np" --bind-to "$bind" "$bench" --csv "$out/dprun_np${np}_$ops.csv" \
         "${mpi_flag[@]}" "${args[@]}"
     fi
   done
@@ -93,7 +99,7 @@ if [ $have_mpi = 1 ] && [ "${BENCH_PAIRS:-3}" -gt 0 ]; then
       # the workload and peer flags after them win.
       run_mpi "$np" "$out/pairs/mpi_np${np}_$i.csv" "${args[@]}" --workload resnet50,small \
         >/dev/null
-      env -u HVD_CPU_OPERATIONS "$dprun" -np "$np" "$bench" "${args[@]}" \
+      env -u HVD_CPU_OPERATIONS "$dprun" -np "$np" --bind-to "$bind" "$bench" "${args[@]}" \
         --workload resnet50,small --peers dprun --csv "$out/pairs/dprun_np${np}_$i.csv" >/dev/null
     done
   done
