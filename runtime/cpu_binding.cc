@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
