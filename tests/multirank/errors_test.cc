@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <limits>
+#include <thread>
 
 #include "tests/test_util.h"
 
@@ -66,6 +69,9 @@ TEST(Errors, OpAndScaleMismatch) {
 }
 
 TEST(Errors, SameNameTwiceInFlightIsRefusedLocally) {
+  // Rank 1 enqueues only after rank 0's second try, so "dup" cannot have
+  // completed on rank 0 in between (it did under ASan, whose cycle came first).
+  std::atomic<bool> tried{false};
   RunRanks(2, [&](int rank, Runtime& rt) {
     std::vector<float> a(8, 1), b(8, 1);
     AllreduceArgs args;
@@ -81,7 +87,12 @@ TEST(Errors, SameNameTwiceInFlightIsRefusedLocally) {
       Status s = rt.Allreduce(args, &second);
       EXPECT_EQ(s.code(), StatusCode::kInvalidUsage);
       EXPECT_THAT(s.message(), HasSubstr("'dup' is already in flight"));
+      tried = true;
     } else {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!tried && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ASSERT_TRUE(tried);
       ASSERT_TRUE(rt.Allreduce(args, &first).ok());
     }
     Status s = first->Wait(std::chrono::milliseconds(20000));
