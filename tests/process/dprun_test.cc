@@ -554,7 +554,24 @@ std::string AffinityLine(int rank, const std::string& cpus) {
 
 TEST(DprunTest, BindToCoreGivesEachRankItsBlockOfCpus) {
   const std::string job = std::string(HVD_BUILD_DIR) + "/tests/programs/affinity_job";
+  // dprun inherits this thread's CPUs: at most two of them, so that "more ranks
+  // than CPUs" below means 3 ranks on any machine.
+  const std::vector<int> mine = AllowedCpus();
+  cpu_set_t two;
+  CPU_ZERO(&two);
+  for (size_t i = 0; i < mine.size() && i < 2; ++i) CPU_SET(mine[i], &two);
+  ASSERT_EQ(::sched_setaffinity(0, sizeof(two), &two), 0);
+  struct Restore {
+    std::vector<int> cpus;
+    ~Restore() {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int c : cpus) CPU_SET(c, &set);
+      ::sched_setaffinity(0, sizeof(set), &set);
+    }
+  } restore{mine};
   const std::vector<int> allowed = AllowedCpus();
+  ASSERT_LE(allowed.size(), 2u);
   const std::string all = CpuListString(allowed);
   // Threads started before hvd_init are bound too, and so are later ones.
   Dprun bound({"-np", "2", "--bind-to", "core", job});
