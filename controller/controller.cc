@@ -167,6 +167,13 @@ void Controller::PrepareRequests(const proto::RequestList& mine, proto::RequestL
   }
 }
 
+bool Controller::waiting_on_others() const {
+  if (!own_requests_.empty() || !resend_.empty()) return true;
+  for (uint64_t w : pending_bits_)
+    if (w) return true;
+  return false;
+}
+
 void Controller::CoordinateCache(const std::vector<proto::RequestList>& lists,
                                  Clock::time_point now, proto::ResponseList* out) {
   const size_t words = cache_.words();

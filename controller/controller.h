@@ -86,6 +86,11 @@ class Controller {
   // sleeps this long between cycles, so autotune's choice reaches all of them).
   std::chrono::microseconds cycle_time() const { return announced_cycle_time_; }
 
+  // True when requests this rank has sent (as cache bits or in full) still wait for
+  // other ranks after the last cycle. Entries enqueued since that cycle began, not
+  // yet sent, do not count.
+  bool waiting_on_others() const;
+
  private:
   // Coordinator side of Cycle: all lists in, one response list out.
   void Coordinate(const std::vector<proto::RequestList>& lists, Clock::time_point now,

@@ -655,7 +655,10 @@ bool Runtime::RunCycle(Communicator* comm, Clock::time_point now, bool* hurry) {
   for (const auto& resp : list.responses()) {
     if (!ExecuteResponse(comm, resp).ok()) return false;
   }
-  if (mine.requests_size() > 0 && comm->queue.size() > 0) *hurry = true;
+  // Once per batch, and only for requests already sent: entries enqueued since this
+  // cycle began (the next step's, right after a barrier) must not start the next
+  // cycle at once with only the first few of them, splitting that step in two.
+  if (mine.requests_size() > 0 && comm->controller->waiting_on_others()) *hurry = true;
   // Only the global set ends the loop: a set's members agreeing to stop must not
   // leave the ranks outside it waiting for them in the next global cycle.
   return comm->id != 0 || !list.shutdown();

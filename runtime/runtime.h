@@ -164,8 +164,9 @@ class Runtime {
   Status Start(std::shared_ptr<Store> store);
   void Loop();
   // One cycle on `comm`. Returns false when the loop must end.
-  // Sets *hurry when this rank sent requests that are still waiting for other
-  // ranks: they may be about to send theirs, so the next cycle starts at once.
+  // Sets *hurry when this rank sent requests this cycle and some of what it has
+  // sent still waits for other ranks: they may be about to send theirs, so the
+  // next cycle starts at once. Work enqueued during the cycle does not hurry it.
   bool RunCycle(Communicator* comm, Clock::time_point now, bool* hurry);
   // Runs one response; non-OK when the backend failed (the job then ends).
   Status ExecuteResponse(Communicator* comm, const proto::Response& response);

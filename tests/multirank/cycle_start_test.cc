@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -77,6 +78,64 @@ TEST(CycleStart, WithoutNewWorkTheCadenceHolds) {
     for (int i = 0; i < 100; ++i) rt.Flush();
     std::this_thread::sleep_for(milliseconds(200));
     EXPECT_EQ(rt.NegotiationStats(0).cycles, 0) << "rank " << rank;
+  }, [](RuntimeOptions& o) { o.cycle_time = std::chrono::minutes(10); });
+}
+
+TEST(CycleStart, WorkEnqueuedDuringACycleWaitsForItsBurstToEnd) {
+  // Rank 0 enqueues y1 while its cycle for x is under way, and y2 later. A rank
+  // whose cycle completed all it sent must not start the next cycle at once for
+  // y1 alone (it once did, as long as its queue held anything): y1 and y2 go in
+  // one cycle, as a step's tensors enqueued right after a barrier should. With
+  // 10 minutes between cycles and a minute of quiet before new work starts one,
+  // only Flush and that mistake start cycles here.
+  std::atomic<int> stage{0};
+  auto wait_for = [&](int s) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (stage.load() < s && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(milliseconds(1));
+    ASSERT_GE(stage.load(), s) << "the other rank did not reach stage " << s;
+  };
+  RunRanks(2, [&](int rank, Runtime& rt) {
+    std::vector<float> x_in(4, rank + 1.0f), x_out(4), y1_in(4, 10.0f * (rank + 1)), y1_out(4),
+        y2_in(4, 100.0f * (rank + 1)), y2_out(4);
+    auto enqueue = [&](const char* name, std::vector<float>& in, std::vector<float>& out) {
+      AllreduceArgs a;
+      a.name = name;
+      a.input = in.data();
+      a.output = out.data();
+      a.count = 4;
+      std::shared_ptr<Work> w;
+      EXPECT_TRUE(rt.Allreduce(a, &w).ok());
+      return w;
+    };
+    std::shared_ptr<Work> x, y1, y2;
+    if (rank == 0) {
+      x = enqueue("x", x_in, x_out);
+      rt.Flush();  // the cycle starts and waits for rank 1
+      std::this_thread::sleep_for(milliseconds(300));
+      y1 = enqueue("y1", y1_in, y1_out);
+      stage = 1;
+      ASSERT_TRUE(x->Wait(milliseconds(20000)).ok());
+      std::this_thread::sleep_for(milliseconds(300));  // time for a mistaken early cycle
+      y2 = enqueue("y2", y2_in, y2_out);
+      rt.Flush();
+      stage = 2;
+    } else {
+      wait_for(1);
+      x = enqueue("x", x_in, x_out);
+      rt.Flush();
+      ASSERT_TRUE(x->Wait(milliseconds(20000)).ok());
+      wait_for(2);
+      y1 = enqueue("y1", y1_in, y1_out);
+      y2 = enqueue("y2", y2_in, y2_out);
+      rt.Flush();
+    }
+    ASSERT_TRUE(y1->Wait(milliseconds(20000)).ok()) << "rank " << rank;
+    ASSERT_TRUE(y2->Wait(milliseconds(20000)).ok()) << "rank " << rank;
+    EXPECT_THAT(x_out, ::testing::Each(3.0f));
+    EXPECT_THAT(y1_out, ::testing::Each(30.0f));
+    EXPECT_THAT(y2_out, ::testing::Each(300.0f));
+    EXPECT_EQ(rt.NegotiationStats(0).cycles, 2) << "rank " << rank << ": y1 and y2 went in separate cycles";
   }, [](RuntimeOptions& o) { o.cycle_time = std::chrono::minutes(10); });
 }
 

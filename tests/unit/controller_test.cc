@@ -242,6 +242,24 @@ TEST(ControllerTest, TensorSubmittedInDifferentCyclesYieldsTheSameResponsesEvery
   EXPECT_THAT(NamesOf(out.responses(0)), ElementsAre("b"));
 }
 
+TEST(ControllerTest, WaitingOnOthersWhileSentRequestsAreNotReadyEverywhere) {
+  FakeJob job(2, Options());
+  job.Cycle(Lists(2).Add(0, Allreduce("a", 4)).lists, At(0));
+  EXPECT_TRUE(job.controller(0).waiting_on_others()) << "rank 0 sent 'a', rank 1 did not";
+  EXPECT_FALSE(job.controller(1).waiting_on_others());
+  job.Cycle(Lists(2).Add(1, Allreduce("a", 4)).lists, At(1));
+  EXPECT_FALSE(job.controller(0).waiting_on_others()) << "'a' ran";
+  EXPECT_FALSE(job.controller(1).waiting_on_others());
+  // The same once 'a' travels as a cache bit.
+  job.Cycle(Lists(2).Add(1, Allreduce("a", 4)).lists, At(2));
+  EXPECT_FALSE(job.controller(0).waiting_on_others());
+  EXPECT_TRUE(job.controller(1).waiting_on_others()) << "rank 1 sent 'a' by bit";
+  ASSERT_EQ(job.controller(1).stats().cache_bits, 1);
+  job.Cycle(Lists(2).Add(0, Allreduce("a", 4)).lists, At(3));
+  EXPECT_FALSE(job.controller(0).waiting_on_others());
+  EXPECT_FALSE(job.controller(1).waiting_on_others());
+}
+
 TEST(ControllerTest, TensorsReadyInOneCycleAreFusedOnEveryRank) {
   FakeJob job(2, Options());
   Lists l(2);
