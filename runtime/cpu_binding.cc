@@ -66,4 +66,11 @@ Status BindToCores(int local_rank, int local_size, std::vector<int>* cpus) {
   return status;
 }
 
+int CallingThreadCpuCount() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (::sched_getaffinity(0, sizeof(mask), &mask) != 0) return 0;
+  return CPU_COUNT(&mask);
+}
+
 }  // namespace hvd

@@ -36,6 +36,11 @@ std::string CpuListString(const std::vector<int>& cpus);
 // CPUs and the reason, if the kernel refuses.
 Status BindToCores(int local_rank, int local_size, std::vector<int>* cpus);
 
+// How many CPUs the calling thread may run on (0 if the kernel will not say). A
+// wait that spins for another thread of the process gains nothing at 1: the
+// thread it waits for shares the CPU (Work::Wait then sleeps at once).
+int CallingThreadCpuCount();
+
 }  // namespace hvd
 
 #endif  // HVD_RUNTIME_CPU_BINDING_H_

@@ -105,5 +105,20 @@ TEST(CpuBindingTest, BindsThreadsThatAlreadyRunAndLaterOnes) {
       ::testing::ExitedWithCode(0), "");
 }
 
+TEST(CpuBindingTest, CallingThreadCpuCountFollowsTheThreadsAffinity) {
+  const Cpus all = Affinity(pthread_self());
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(CallingThreadCpuCount(), static_cast<int>(all.size()));
+  int pinned = -1;
+  std::thread([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(all.back(), &one);
+    if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0) pinned = CallingThreadCpuCount();
+  }).join();
+  EXPECT_EQ(pinned, 1);
+  EXPECT_EQ(CallingThreadCpuCount(), static_cast<int>(all.size())) << "only the other thread was pinned";
+}
+
 }  // namespace
 }  // namespace hvd

@@ -3,6 +3,9 @@
 // concurrent enqueues.
 #include "runtime/tensor_queue.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -465,6 +468,33 @@ TEST(WorkTest, CompletionRacingTheWaitersSleepIsNeverLost) {
     completer.join();
   }
   EXPECT_EQ(lost, 0);
+}
+
+TEST(WorkTest, WaiterAndCompleterOnOneCpuNeverLoseTheWakeUp) {
+  // Bound to one CPU, Wait sleeps without spinning (its completer shares the CPU);
+  // the same race against Complete, now with both threads on that CPU.
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(one), &one), 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &one)) ++cpu;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  int lost = -1;
+  std::thread([&] {
+    if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) != 0) return;
+    lost = 0;
+    for (int i = 0; i < 500 && lost == 0; ++i) {
+      Work w("pinned");
+      std::thread completer([&] {  // inherits the one CPU
+        for (int k = 0; k < i % 7; ++k) std::this_thread::yield();
+        w.Complete(Status::OK());
+      });
+      if (!w.Wait(milliseconds(10000)).ok()) ++lost;
+      completer.join();
+    }
+  }).join();
+  EXPECT_EQ(lost, 0) << "-1: could not pin the thread";
 }
 
 TEST(WorkTest, ResultsDefaults) {
