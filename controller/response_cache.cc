@@ -18,11 +18,23 @@ bool ResponseCache::SameRequest(const proto::Request& a, const proto::Request& b
          a.device() == b.device() && same_repeated(a.splits(), b.splits());
 }
 
-ResponseCache::Match ResponseCache::Lookup(const proto::Request& request, uint32_t* index) const {
-  auto it = by_name_.find(request.name());
-  if (it == by_name_.end()) return Match::kNone;
-  *index = it->second;
-  return SameRequest(slots_[it->second].request, request) ? Match::kHit : Match::kChanged;
+ResponseCache::Match ResponseCache::Lookup(const proto::Request& request, uint32_t* index) {
+  // A used slot cached under this name is the name's only slot (by_name_'s key is
+  // the response's name), so the guess is exact once that name matches.
+  uint32_t found = follows_[last_];
+  if (found == kNoIndex || !slots_[found].used ||
+      slots_[found].response.names(0) != request.name()) {
+    auto it = by_name_.find(request.name());
+    if (it == by_name_.end()) {
+      last_ = static_cast<uint32_t>(capacity_);
+      return Match::kNone;
+    }
+    found = it->second;
+    follows_[last_] = found;
+  }
+  last_ = found;
+  *index = found;
+  return SameRequest(slots_[found].request, request) ? Match::kHit : Match::kChanged;
 }
 
 int64_t ResponseCache::Put(const proto::Request& request, const proto::Response& response,

@@ -24,7 +24,9 @@ namespace hvd {
 
 class ResponseCache {
  public:
-  explicit ResponseCache(size_t capacity) : capacity_(capacity), slots_(capacity) {}
+  explicit ResponseCache(size_t capacity)
+      : capacity_(capacity), slots_(capacity), follows_(capacity + 1, kNoIndex),
+        last_(static_cast<uint32_t>(capacity)) {}
 
   size_t capacity() const { return capacity_; }
   size_t size() const { return by_name_.size(); }
@@ -32,7 +34,11 @@ class ResponseCache {
   enum class Match { kNone, kHit, kChanged };
   // Whether `request` matches the cached request for its name; the index on a hit
   // or a change.
-  Match Lookup(const proto::Request& request, uint32_t* index) const;
+  //
+  // A step's tensors come in the same order every step, so the entry that followed
+  // the previous lookup's last time is tried first, and the lookup by name (a hash
+  // and a few cache misses per tensor) is needed only when the order changes.
+  Match Lookup(const proto::Request& request, uint32_t* index);
 
   // Caches (request, response) for response.names(0), a single-tensor response,
   // evicting the least recently used entry when full. No-op if already cached or
@@ -69,6 +75,11 @@ class ResponseCache {
   size_t capacity_;
   std::vector<Slot> slots_;
   std::unordered_map<std::string, uint32_t> by_name_;
+  // Lookup's guess: follows_[i] is the index found right after index i last time
+  // (follows_[capacity_]: after a miss). Only a guess: Lookup checks the slot's name.
+  static constexpr uint32_t kNoIndex = ~uint32_t{0};
+  std::vector<uint32_t> follows_;
+  uint32_t last_;
   std::list<uint32_t> lru_;  // front = least recently used
   std::vector<uint32_t> free_;
   uint32_t next_unused_ = 0;
