@@ -22,9 +22,9 @@ proto::Request Req(const std::string& name, int64_t count) {
   return r;
 }
 
+// The cache keeps a response under its first name; the type does not matter here.
 proto::Response Resp(const std::string& name, int64_t count) {
   proto::Response r;
-  r.set_type(proto::RESPONSE_ALLREDUCE);
   r.add_names(name);
   r.add_counts(count);
   return r;
