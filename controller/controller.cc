@@ -1,5 +1,6 @@
 #include "controller/controller.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "controller/fusion_planner.h"
@@ -276,6 +277,7 @@ void Controller::ApplyResponses(const proto::ResponseList& in, proto::ResponseLi
   stats_.cache_hits += static_cast<int64_t>(hits.size());
   PlanFusion(hits, in.fusion_threshold(), size(), out->mutable_responses());
   // 3. Full responses run next; each negotiated tensor enters the cache.
+  const int64_t refills_before = cache_.refills();
   for (const auto& resp : in.responses()) {
     *out->add_responses() = resp;
     const bool cacheable = cache_.capacity() > 0 && Cacheable(resp);
@@ -292,6 +294,9 @@ void Controller::ApplyResponses(const proto::ResponseList& in, proto::ResponseLi
       own_requests_.erase(own);
     }
   }
+  const int64_t refilled = cache_.refills() - refills_before;
+  stats_.cache_refills += refilled;
+  if (refilled > 0) WarnIfCacheTooSmall(refilled);
   if (autotuner_) {
     int64_t bytes = 0;
     for (const auto& r : out->responses())
@@ -364,6 +369,24 @@ void Controller::Coordinate(const std::vector<proto::RequestList>& lists, Clock:
     *out->add_responses() = std::move(r);
   for (auto& r : joins) *out->add_responses() = std::move(r);
   out->set_shutdown(all_shut_down);
+}
+
+// Every rank's cache makes the same puts, so the coordinator speaks for all. A few
+// refills are a rarely used tensor coming back; a sixteenth of the cache in one
+// cycle is a step's working set that no longer fits.
+void Controller::WarnIfCacheTooSmall(int64_t refilled) {
+  const int64_t capacity = static_cast<int64_t>(cache_.capacity());
+  if (rank() != 0 || warned_small_cache_ || refilled < std::max<int64_t>(1, capacity / 16)) return;
+  warned_small_cache_ = true;
+  const int64_t in_use = static_cast<int64_t>(cache_.names_in_use());
+  int64_t suggest = 1;
+  while (suggest < std::max(in_use, capacity + 1)) suggest *= 2;
+  options_.log("dprun: the response cache holds " + std::to_string(capacity) +
+               " tensors (HVD_CACHE_CAPACITY) but this job uses about " + std::to_string(in_use) +
+               ": " + std::to_string(refilled) +
+               " tensors were negotiated in full again in one cycle after their entries were "
+               "evicted, so steady-state steps renegotiate instead of sending one bit per "
+               "tensor. Set HVD_CACHE_CAPACITY=" + std::to_string(suggest) + " or more.");
 }
 
 void Controller::InspectStalls(Clock::time_point now, std::vector<proto::Response>* errors) {

@@ -79,6 +79,7 @@ class Controller {
     int64_t full_requests = 0;  // requests this rank sent in full
     int64_t cache_bits = 0;     // requests this rank sent as a cache bit
     int64_t cache_hits = 0;     // responses rebuilt from the cache
+    int64_t cache_refills = 0;  // tensors cached again after their entry was evicted
   };
   const Stats& stats() const { return stats_; }
 
@@ -96,6 +97,8 @@ class Controller {
   void Coordinate(const std::vector<proto::RequestList>& lists, Clock::time_point now,
                   proto::ResponseList* out);
   void InspectStalls(Clock::time_point now, std::vector<proto::Response>* errors);
+  // Coordinator: says once that the cache is smaller than the tensors in use.
+  void WarnIfCacheTooSmall(int64_t refilled);
   // Response cache, every rank: bits or full requests out; hits and inserts in.
   void PrepareRequests(const proto::RequestList& mine, proto::RequestList* send);
   void ApplyResponses(const proto::ResponseList& in, proto::ResponseList* out);
@@ -120,6 +123,7 @@ class Controller {
   std::vector<std::vector<Clock::time_point>> bit_arrivals_;
   std::vector<uint64_t> arrival_bits_;
   Stats stats_;
+  bool warned_small_cache_ = false;  // coordinator: the cache-size warning is given once
   std::unique_ptr<Autotuner> autotuner_;  // coordinator with autotune only
   std::chrono::microseconds announced_cycle_time_;
   Clock::time_point last_stall_check_{};

@@ -41,7 +41,15 @@ int64_t ResponseCache::Put(const proto::Request& request, const proto::Response&
                            proto::Request* evicted_request) {
   if (capacity_ == 0) return -1;
   HVD_CHECK(response.names_size() == 1);
-  if (by_name_.count(response.names(0))) return -1;
+  const std::string& name = response.names(0);
+  if (by_name_.count(name)) return -1;
+  if (!evicted_.empty()) {
+    auto it = evicted_.find(name);
+    if (it != evicted_.end()) {
+      ++refills_;
+      evicted_.erase(it);
+    }
+  }
   int64_t evicted = -1;
   uint32_t index;
   if (!free_.empty()) {
@@ -51,6 +59,7 @@ int64_t ResponseCache::Put(const proto::Request& request, const proto::Response&
     index = next_unused_++;
   } else {
     index = lru_.front();
+    RememberEviction(slots_[index].response.names(0));
     Erase(index, evicted_request);
     free_.pop_back();
     evicted = index;
@@ -60,8 +69,19 @@ int64_t ResponseCache::Put(const proto::Request& request, const proto::Response&
   s.request = request;
   s.response = response;
   s.lru = lru_.insert(lru_.end(), index);
-  by_name_[response.names(0)] = index;
+  by_name_[name] = index;
   return evicted;
+}
+
+void ResponseCache::RememberEviction(const std::string& name) {
+  evicted_[name] = ++evictions_;
+  eviction_order_.emplace_back(name, evictions_);
+  if (eviction_order_.size() > capacity_) {
+    auto& [oldest, serial] = eviction_order_.front();
+    auto it = evicted_.find(oldest);
+    if (it != evicted_.end() && it->second == serial) evicted_.erase(it);
+    eviction_order_.pop_front();
+  }
 }
 
 void ResponseCache::Touch(uint32_t index) {

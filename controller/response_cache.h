@@ -13,6 +13,7 @@
 #define HVD_CONTROLLER_RESPONSE_CACHE_H_
 
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <string>
 #include <unordered_map>
@@ -57,6 +58,15 @@ class ResponseCache {
   const proto::Response& response(uint32_t index) const { return slots_[index].response; }
   const proto::Request& request(uint32_t index) const { return slots_[index].request; }
 
+  // Puts so far of a name whose entry had been evicted (within the last
+  // `capacity` evictions): a cache smaller than the set of tensors in use
+  // evicts entries that are needed again, and every such put means that a
+  // tensor which could have travelled as one bit was negotiated in full.
+  int64_t refills() const { return refills_; }
+  // How many tensors are in use, as far as the cache can tell: its entries plus
+  // the names evicted recently that have not come back.
+  size_t names_in_use() const { return by_name_.size() + evicted_.size(); }
+
   // Number of 64-bit words in a bit vector over the cache.
   size_t words() const { return (capacity_ + 63) / 64; }
 
@@ -66,6 +76,8 @@ class ResponseCache {
   static bool SameRequest(const proto::Request& a, const proto::Request& b);
 
  private:
+  void RememberEviction(const std::string& name);
+
   struct Slot {
     bool used = false;
     proto::Request request;
@@ -83,6 +95,13 @@ class ResponseCache {
   std::list<uint32_t> lru_;  // front = least recently used
   std::vector<uint32_t> free_;
   uint32_t next_unused_ = 0;
+  // Names evicted and not put again since, each with the number of its eviction;
+  // eviction_order_ keeps the last `capacity_` evictions, oldest first, and
+  // bounds evicted_ (a name put again or evicted anew leaves a stale pair there).
+  std::unordered_map<std::string, uint64_t> evicted_;
+  std::deque<std::pair<std::string, uint64_t>> eviction_order_;
+  uint64_t evictions_ = 0;
+  int64_t refills_ = 0;
 };
 
 // Splits a fused response into one response per tensor (inverse of fusion).

@@ -514,6 +514,74 @@ struct LogCapture {
   }
 };
 
+// Every rank submits `prefix`0 .. `prefix`(n-1), 4 elements each.
+Lists Everyone(int size, const std::string& prefix, int n) {
+  Lists l(size);
+  for (int r = 0; r < size; ++r)
+    for (int i = 0; i < n; ++i) l.Add(r, Allreduce(prefix + std::to_string(i), 4));
+  return l;
+}
+
+TEST(ControllerTest, ACacheSmallerThanTheStepWarnsOnceFromTheCoordinatorWithASize) {
+  LogCapture log;
+  ControllerOptions o = Options();
+  o.cache_capacity = 8;
+  o.log = log.Sink();
+  FakeJob job(2, o);
+  const Lists step = Everyone(2, "t", 12);
+  job.Cycle(step.lists, At(0));  // all 12 in full; t0..t3 are evicted
+  EXPECT_THAT(log.Take(), IsEmpty()) << "no entry has come back yet";
+  job.Cycle(step.lists, At(10));  // t0..t3 come back (4 refills) and evict others
+  std::vector<std::string> lines = log.Take();
+  ASSERT_EQ(lines.size(), 1u) << "one warning, from rank 0 only";
+  EXPECT_THAT(lines[0], AllOf(HasSubstr("holds 8 tensors (HVD_CACHE_CAPACITY)"),
+                              HasSubstr("uses about 12"), HasSubstr("4 tensors were negotiated in full again"),
+                              HasSubstr("Set HVD_CACHE_CAPACITY=16 or more")));
+  for (int i = 0; i < 3; ++i) job.Cycle(step.lists, At(20 + 10 * i));
+  EXPECT_THAT(log.Take(), IsEmpty()) << "said once";
+  EXPECT_GE(job.controller(0).stats().cache_refills, 4 * 4);
+  EXPECT_EQ(job.controller(1).stats().cache_refills, job.controller(0).stats().cache_refills)
+      << "every rank's cache makes the same puts";
+}
+
+TEST(ControllerTest, NoCacheWarningWhenTheStepFitsOrItsNamesNeverComeBack) {
+  LogCapture log;
+  ControllerOptions o = Options();
+  o.cache_capacity = 8;
+  o.log = log.Sink();
+  {
+    FakeJob job(2, o);
+    for (int i = 0; i < 5; ++i) job.Cycle(Everyone(2, "t", 8).lists, At(10 * i));  // fits exactly
+    EXPECT_EQ(job.controller(0).stats().cache_refills, 0);
+    EXPECT_EQ(job.controller(0).stats().cache_hits, 4 * 8);
+  }
+  {
+    FakeJob job(2, o);  // new names every step: evictions, but nothing to gain from a bigger cache
+    for (int i = 0; i < 5; ++i) job.Cycle(Everyone(2, "step" + std::to_string(i) + ".", 6).lists, At(10 * i));
+    EXPECT_EQ(job.controller(0).stats().cache_refills, 0);
+  }
+  EXPECT_THAT(log.Take(), IsEmpty());
+}
+
+TEST(ControllerTest, AFewEntriesComingBackAreBelowTheCacheWarning) {
+  LogCapture log;
+  ControllerOptions o = Options();
+  o.cache_capacity = 64;  // the warning needs a sixteenth of the cache (4) in one cycle
+  o.log = log.Sink();
+  FakeJob job(2, o);
+  job.Cycle(Everyone(2, "s", 64).lists, At(0));
+  job.Cycle(Everyone(2, "x", 3).lists, At(10));  // evicts s0..s2
+  job.Cycle(Everyone(2, "s", 3).lists, At(20));  // a rarely used s0..s2 come back
+  EXPECT_EQ(job.controller(0).stats().cache_refills, 3);
+  EXPECT_THAT(log.Take(), IsEmpty());
+  Lists back(2);  // s3..s5, which s0..s2 evicted, come back too
+  for (int r = 0; r < 2; ++r)
+    for (const char* n : {"s3", "s4", "s5"}) back.Add(r, Allreduce(n, 4));
+  job.Cycle(back.lists, At(30));
+  EXPECT_EQ(job.controller(0).stats().cache_refills, 6);
+  EXPECT_THAT(log.Take(), IsEmpty()) << "3 refills again, still below 4";
+}
+
 TEST(ControllerTest, StallInspectorLogsPartiallySubmittedTensors) {
   LogCapture log;
   ControllerOptions o = Options();
