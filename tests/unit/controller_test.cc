@@ -522,11 +522,17 @@ Lists Everyone(int size, const std::string& prefix, int n) {
   return l;
 }
 
+// Options with a response cache of `capacity` entries whose warnings go to `log`.
+ControllerOptions CacheOptions(int64_t capacity, LogCapture& log) {
+  ControllerOptions o = Options();
+  o.cache_capacity = capacity;
+  o.log = log.Sink();
+  return o;
+}
+
 TEST(ControllerTest, ACacheSmallerThanTheStepWarnsOnceFromTheCoordinatorWithASize) {
   LogCapture log;
-  ControllerOptions o = Options();
-  o.cache_capacity = 8;
-  o.log = log.Sink();
+  const ControllerOptions o = CacheOptions(8, log);
   FakeJob job(2, o);
   const Lists step = Everyone(2, "t", 12);
   job.Cycle(step.lists, At(0));  // all 12 in full; t0..t3 are evicted
@@ -546,9 +552,7 @@ TEST(ControllerTest, ACacheSmallerThanTheStepWarnsOnceFromTheCoordinatorWithASiz
 
 TEST(ControllerTest, NoCacheWarningWhenTheStepFitsOrItsNamesNeverComeBack) {
   LogCapture log;
-  ControllerOptions o = Options();
-  o.cache_capacity = 8;
-  o.log = log.Sink();
+  const ControllerOptions o = CacheOptions(8, log);
   {
     FakeJob job(2, o);
     for (int i = 0; i < 5; ++i) job.Cycle(Everyone(2, "t", 8).lists, At(10 * i));  // fits exactly
@@ -565,9 +569,7 @@ TEST(ControllerTest, NoCacheWarningWhenTheStepFitsOrItsNamesNeverComeBack) {
 
 TEST(ControllerTest, AFewEntriesComingBackAreBelowTheCacheWarning) {
   LogCapture log;
-  ControllerOptions o = Options();
-  o.cache_capacity = 64;  // the warning needs a sixteenth of the cache (4) in one cycle
-  o.log = log.Sink();
+  const ControllerOptions o = CacheOptions(64, log);  // the warning needs a sixteenth of the cache (4) in one cycle
   FakeJob job(2, o);
   job.Cycle(Everyone(2, "s", 64).lists, At(0));
   job.Cycle(Everyone(2, "x", 3).lists, At(10));  // evicts s0..s2
