@@ -212,34 +212,41 @@ class Frontend:
         return _handles.register(list(c_handles[:n]), names,
                                  (tensors, bufs, outs, c_names, c_send, c_recv), finish)
 
-    # ---- allgather ------------------------------------------------------------------
+    # ---- grouped calls on shaped tensors (allgather, reducescatter) ------------------
 
-    def grouped_allgather_async(self, tensors, name=None, process_set=None, prefix=None):
-        ps = basics.process_set_id(process_set)
+    def _shaped_group(self, tensors, name, ps, group_op, prefix, device_call):
+        """Names, shaped buffers, C shape arrays, placements and the finish function
+        of a grouped call whose results the handles own. `prefix` names a one-tensor
+        call by itself ("allgather"), else each tensor is `group_op`.<i>."""
         tensors = list(tensors)
-        n = len(tensors)
         if prefix is None:
-            base = basics.op_name("grouped_allgather", name, ps)
-            names = ["%s.%d" % (base, i) for i in range(n)]
+            base = basics.op_name(group_op, name, ps)
+            names = ["%s.%d" % (base, i) for i in range(len(tensors))]
         else:
             base = basics.op_name(prefix, name, ps)
             names = [base]
         shaped = [self._shaped(t, nm) for t, nm in zip(tensors, names)]
         shapes = [_shape_array(s) for _, _, s in shaped]
-        places = [self._placement(b, nm, "hvd_allgather_ex")
-                  for (b, _, _), nm in zip(shaped, names)]
+        places = [self._placement(b, nm, device_call) for (b, _, _), nm in zip(shaped, names)]
 
         def finish(handles):
             return [self._result(h, nm, b, stream) for h, nm, (b, _, _), (_, stream, _)
                     in zip(handles, names, shaped, places)]
+        return tensors, base, names, shaped, shapes, places, finish
+
+    def _enqueue_shaped(self, c_call, per_tensor, grouped, tensors, base, names, shaped,
+                        shapes, places, finish):
+        """Enqueues a _shaped_group: tensor by tensor with `per_tensor`(encoded name,
+        buffer, shape, dtype, placement, handle) when any is on a device, else in one
+        `grouped`(n, names, sendbufs, shapes, ndims, dtypes, handles) call."""
         if any(device >= 0 for device, _, _ in places):
             encoded = _encode(names)
             keep = (tensors, shaped, shapes, encoded, places)
-            c_handles = self._enqueue_each("hvd_allgather_ex", [
-                lambda h, e=e, b=b, c=c, d=d, p=p: _lib.lib().hvd_allgather_ex(
-                    e, self.a.address(b) or None, c, len(self.a.shape(b)), d, ps, p[0], p[2], h)
+            c_handles = self._enqueue_each(c_call + "_ex", [
+                lambda h, e=e, b=b, c=c, d=d, p=p: per_tensor(e, b, c, d, p, h)
                 for e, (b, d, _), c, p in zip(encoded, shaped, shapes, places)], names, keep)
             return _handles.register(c_handles, names, keep, finish)
+        n = len(shaped)
         c_names = (ctypes.c_char_p * max(n, 1))(*_encode(names))
         c_send = (ctypes.c_void_p * max(n, 1))(*[self.a.address(b) or None for b, _, _ in shaped])
         c_shapes = (ctypes.POINTER(ctypes.c_int64) * max(n, 1))(
@@ -247,10 +254,24 @@ class Frontend:
         c_ndims = (ctypes.c_int * max(n, 1))(*[len(s) for _, _, s in shaped])
         c_dtypes = (ctypes.c_int * max(n, 1))(*[d for _, d, _ in shaped])
         c_handles = (ctypes.c_void_p * max(n, 1))()
-        _lib.check(_lib.lib().hvd_grouped_allgather_async(
-            n, c_names, c_send, c_shapes, c_ndims, c_dtypes, ps, c_handles),
-            "hvd_grouped_allgather_async(%s)" % base)
+        _lib.check(grouped(n, c_names, c_send, c_shapes, c_ndims, c_dtypes, c_handles),
+                   "%s(%s)" % (c_call.replace("hvd_", "hvd_grouped_") + "_async", base))
         return _handles.register(list(c_handles[:n]), names, (tensors, shaped, shapes), finish)
+
+    # ---- allgather ------------------------------------------------------------------
+
+    def grouped_allgather_async(self, tensors, name=None, process_set=None, prefix=None):
+        ps = basics.process_set_id(process_set)
+        group = self._shaped_group(tensors, name, ps, "grouped_allgather", prefix,
+                                   "hvd_allgather_ex")
+        return self._enqueue_shaped(
+            "hvd_allgather",
+            lambda e, b, c, d, p, h: _lib.lib().hvd_allgather_ex(
+                e, self.a.address(b) or None, c, len(self.a.shape(b)), d, ps, p[0], p[2], h),
+            lambda n, names, send, shapes, ndims, dtypes, handles:
+                _lib.lib().hvd_grouped_allgather_async(n, names, send, shapes, ndims, dtypes, ps,
+                                                       handles),
+            *group)
 
     def allgather_async(self, tensor, name=None, process_set=None):
         handle = self.grouped_allgather_async([tensor], name, process_set, prefix="allgather")
@@ -325,43 +346,18 @@ class Frontend:
                                     postscale_factor=1.0, process_set=None, prefix=None):
         op = resolve_op(op, None)
         ps = basics.process_set_id(process_set)
-        tensors = list(tensors)
-        n = len(tensors)
-        if prefix is None:
-            base = basics.op_name("grouped_reducescatter", name, ps)
-            names = ["%s.%d" % (base, i) for i in range(n)]
-        else:
-            base = basics.op_name(prefix, name, ps)
-            names = [base]
-        shaped = [self._shaped(t, nm) for t, nm in zip(tensors, names)]
-        shapes = [_shape_array(s) for _, _, s in shaped]
-        places = [self._placement(b, nm, "hvd_reducescatter_ex")
-                  for (b, _, _), nm in zip(shaped, names)]
-
-        def finish(handles):
-            return [self._result(h, nm, b, stream) for h, nm, (b, _, _), (_, stream, _)
-                    in zip(handles, names, shaped, places)]
-        if any(device >= 0 for device, _, _ in places):
-            encoded = _encode(names)
-            keep = (tensors, shaped, shapes, encoded, places)
-            pre, post = float(prescale_factor), float(postscale_factor)
-            c_handles = self._enqueue_each("hvd_reducescatter_ex", [
-                lambda h, e=e, b=b, c=c, d=d, p=p: _lib.lib().hvd_reducescatter_ex(
-                    e, self.a.address(b) or None, c, len(self.a.shape(b)), d, op, pre, post, ps,
-                    p[0], p[2], h)
-                for e, (b, d, _), c, p in zip(encoded, shaped, shapes, places)], names, keep)
-            return _handles.register(c_handles, names, keep, finish)
-        c_names = (ctypes.c_char_p * max(n, 1))(*_encode(names))
-        c_send = (ctypes.c_void_p * max(n, 1))(*[self.a.address(b) or None for b, _, _ in shaped])
-        c_shapes = (ctypes.POINTER(ctypes.c_int64) * max(n, 1))(
-            *[ctypes.cast(s, ctypes.POINTER(ctypes.c_int64)) for s in shapes])
-        c_ndims = (ctypes.c_int * max(n, 1))(*[len(s) for _, _, s in shaped])
-        c_dtypes = (ctypes.c_int * max(n, 1))(*[d for _, d, _ in shaped])
-        c_handles = (ctypes.c_void_p * max(n, 1))()
-        _lib.check(_lib.lib().hvd_grouped_reducescatter_async(
-            n, c_names, c_send, c_shapes, c_ndims, c_dtypes, op, float(prescale_factor),
-            float(postscale_factor), ps, c_handles), "hvd_grouped_reducescatter_async(%s)" % base)
-        return _handles.register(list(c_handles[:n]), names, (tensors, shaped, shapes), finish)
+        pre, post = float(prescale_factor), float(postscale_factor)
+        group = self._shaped_group(tensors, name, ps, "grouped_reducescatter", prefix,
+                                   "hvd_reducescatter_ex")
+        return self._enqueue_shaped(
+            "hvd_reducescatter",
+            lambda e, b, c, d, p, h: _lib.lib().hvd_reducescatter_ex(
+                e, self.a.address(b) or None, c, len(self.a.shape(b)), d, op, pre, post, ps,
+                p[0], p[2], h),
+            lambda n, names, send, shapes, ndims, dtypes, handles:
+                _lib.lib().hvd_grouped_reducescatter_async(n, names, send, shapes, ndims, dtypes,
+                                                           op, pre, post, ps, handles),
+            *group)
 
     def reducescatter_async(self, tensor, name=None, op=Average, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=None):

@@ -214,6 +214,24 @@ def test_c_api_reads_the_device_field():
     assert "cuda:0" in _lib.lib().hvd_last_error().decode()
 
 
+@needs_no_cuda_build
+@pytest.mark.parametrize("call, c_call", [
+    (lambda ts: hvd.grouped_allgather(ts, name="claims.dev"), "hvd_allgather_ex"),
+    (lambda ts: hvd.grouped_reducescatter(ts, name="claims.dev"), "hvd_reducescatter_ex"),
+])
+def test_grouped_shaped_calls_go_tensor_by_tensor_with_the_device(monkeypatch, call, c_call):
+    # With every tensor placed on cuda:0 (past the Python check), a grouped allgather
+    # or reducescatter is enqueued one _ex call per tensor, and the C side, built
+    # without CUDA, refuses the device: the device field reached it.
+    monkeypatch.setattr(_frontend.Frontend, "_placement",
+                        lambda self, buf, what, device_call: (0, None, None))
+    before = _handles.pending_count()
+    with pytest.raises(hvd.InvalidUsageError) as info:
+        call([torch.ones(2 * hvd.size(), 2), torch.ones(hvd.size(), 3)])
+    assert c_call in str(info.value) and "cuda:0" in str(info.value)
+    assert _handles.pending_count() == before
+
+
 def test_partly_enqueued_group_is_abandoned_then_reaped():
     # A device group is enqueued tensor by tensor; when one is refused, the ones before
     # it stay referenced until they complete. Shown with host allreduces.
