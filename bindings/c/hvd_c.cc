@@ -377,6 +377,20 @@ Status ProcessSetInfo(int32_t id, int* rank, std::vector<int>* ranks) {
   return rt->ProcessSetInfo(id, rank, ranks);
 }
 
+// hvd_barrier_async and hvd_join_async: `enqueue` is the Runtime's member for it.
+hvd_status_t EnqueueTensorless(int32_t process_set, hvd_handle_t** handle, hvd::OpType type,
+                               Status (hvd::Runtime::*enqueue)(int, std::shared_ptr<hvd::Work>*)) {
+  if (handle == nullptr) return Report(Status::InvalidArgument("handle is NULL"));
+  *handle = nullptr;
+  std::shared_ptr<hvd::Runtime> rt;
+  Status s = Current(&rt);
+  std::shared_ptr<hvd::Work> work;
+  if (s.ok()) s = ((*rt).*enqueue)(process_set, &work);
+  if (!s.ok()) return Report(s);
+  *handle = Register(std::move(work), type);
+  return HVD_SUCCESS;
+}
+
 }  // namespace
 
 #define HVD_C_GUARD(body)                                                   \
@@ -658,29 +672,13 @@ hvd_status_t hvd_reducescatter(const char* name, const void* sendbuf, const int6
 
 hvd_status_t hvd_barrier_async(int32_t process_set, hvd_handle_t** handle) {
   HVD_C_GUARD({
-    if (handle == nullptr) return Report(Status::InvalidArgument("handle is NULL"));
-    *handle = nullptr;
-    std::shared_ptr<hvd::Runtime> rt;
-    Status s = Current(&rt);
-    std::shared_ptr<hvd::Work> work;
-    if (s.ok()) s = rt->Barrier(process_set, &work);
-    if (!s.ok()) return Report(s);
-    *handle = Register(std::move(work), hvd::OpType::kBarrier);
-    return HVD_SUCCESS;
+    return EnqueueTensorless(process_set, handle, hvd::OpType::kBarrier, &hvd::Runtime::Barrier);
   })
 }
 
 hvd_status_t hvd_join_async(int32_t process_set, hvd_handle_t** handle) {
   HVD_C_GUARD({
-    if (handle == nullptr) return Report(Status::InvalidArgument("handle is NULL"));
-    *handle = nullptr;
-    std::shared_ptr<hvd::Runtime> rt;
-    Status s = Current(&rt);
-    std::shared_ptr<hvd::Work> work;
-    if (s.ok()) s = rt->Join(process_set, &work);
-    if (!s.ok()) return Report(s);
-    *handle = Register(std::move(work), hvd::OpType::kJoin);
-    return HVD_SUCCESS;
+    return EnqueueTensorless(process_set, handle, hvd::OpType::kJoin, &hvd::Runtime::Join);
   })
 }
 
