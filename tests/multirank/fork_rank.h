@@ -8,9 +8,13 @@
 #define HVD_TESTS_MULTIRANK_FORK_RANK_H_
 
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include <poll.h>
 #include <signal.h>
@@ -74,6 +78,23 @@ inline int WaitChild(pid_t pid, std::chrono::milliseconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Runs `body(store, rank)` as rank 1 in a forked child and as rank 0 here; each
+// returns "" on success or what went wrong. Expects both to succeed, the child
+// within `timeout` (it is killed after that).
+inline void ExpectTwoRanksPass(
+    const std::function<std::string(std::shared_ptr<Store>, int)>& body,
+    std::chrono::milliseconds timeout) {
+  ForkedRank child = ForkRank([&](std::shared_ptr<Store> store) {
+    const std::string err = body(store, 1);
+    if (!err.empty()) std::fprintf(stderr, "child: %s\n", err.c_str());
+    return err.empty() ? 0 : 1;
+  });
+  ASSERT_GT(child.pid, 0);
+  ASSERT_TRUE(child.store);
+  EXPECT_EQ(body(child.store, 0), "");
+  EXPECT_EQ(WaitChild(child.pid, timeout), 0);
 }
 
 }  // namespace testing

@@ -594,15 +594,7 @@ TEST(ShmBackendProcesses, TwoProcessesAgree) {
     }
     return "";
   };
-  ForkedRank child = ForkRank([&](std::shared_ptr<Store> store) {
-    const std::string err = body(store, 1);
-    if (!err.empty()) std::fprintf(stderr, "child: %s\n", err.c_str());
-    return err.empty() ? 0 : 1;
-  });
-  ASSERT_GT(child.pid, 0);
-  ASSERT_TRUE(child.store);
-  EXPECT_EQ(body(child.store, 0), "");
-  EXPECT_EQ(WaitChild(child.pid, milliseconds(20000)), 0);
+  ExpectTwoRanksPass(body, milliseconds(20000));
   EXPECT_FALSE(SegmentsLeft(prefix));
 }
 
@@ -704,14 +696,7 @@ TEST(ShmTiming, DISABLED_TwoProcessesVersusGloo) {
     }
     return "";
   };
-  ForkedRank child = ForkRank([&](std::shared_ptr<Store> store) {
-    const std::string err = body(store, 1);
-    if (!err.empty()) std::fprintf(stderr, "child: %s\n", err.c_str());
-    return err.empty() ? 0 : 1;
-  });
-  ASSERT_GT(child.pid, 0);
-  EXPECT_EQ(body(child.store, 0), "");
-  EXPECT_EQ(WaitChild(child.pid, milliseconds(600000)), 0);
+  ExpectTwoRanksPass(body, milliseconds(600000));
 }
 
 }  // namespace

@@ -313,14 +313,7 @@ TEST(ShmControlTiming, DISABLED_RoundTripTwoProcesses) {
     }
     return "";
   };
-  ForkedRank child = ForkRank([&](std::shared_ptr<Store> store) {
-    const std::string err = body(store, 1);
-    if (!err.empty()) std::fprintf(stderr, "child: %s\n", err.c_str());
-    return err.empty() ? 0 : 1;
-  });
-  ASSERT_GT(child.pid, 0);
-  EXPECT_EQ(body(child.store, 0), "");
-  EXPECT_EQ(WaitChild(child.pid, milliseconds(300000)), 0);
+  ExpectTwoRanksPass(body, milliseconds(300000));
 }
 
 }  // namespace
