@@ -377,6 +377,20 @@ Status ProcessSetInfo(int32_t id, int* rank, std::vector<int>* ranks) {
   return rt->ProcessSetInfo(id, rank, ranks);
 }
 
+// hvd_allreduce and hvd_allreduce_async: the defaults but for these fields.
+hvd_allreduce_args_t PlainAllreduceArgs(const char* name, const void* sendbuf, void* recvbuf,
+                                        int64_t count, hvd_dtype_t dtype, hvd_reduce_op_t op) {
+  hvd_allreduce_args_t a;
+  hvd_allreduce_args_init(&a);
+  a.name = name;
+  a.sendbuf = sendbuf;
+  a.recvbuf = recvbuf;
+  a.count = count;
+  a.dtype = dtype;
+  a.op = op;
+  return a;
+}
+
 // hvd_barrier_async and hvd_join_async: `enqueue` is the Runtime's member for it.
 hvd_status_t EnqueueTensorless(int32_t process_set, hvd_handle_t** handle, hvd::OpType type,
                                Status (hvd::Runtime::*enqueue)(int, std::shared_ptr<hvd::Work>*)) {
@@ -482,14 +496,7 @@ hvd_status_t hvd_allreduce_ex(const hvd_allreduce_args_t* args, hvd_handle_t** h
 
 hvd_status_t hvd_allreduce(const char* name, const void* sendbuf, void* recvbuf, int64_t count,
                            hvd_dtype_t dtype, hvd_reduce_op_t op) {
-  hvd_allreduce_args_t a;
-  hvd_allreduce_args_init(&a);
-  a.name = name;
-  a.sendbuf = sendbuf;
-  a.recvbuf = recvbuf;
-  a.count = count;
-  a.dtype = dtype;
-  a.op = op;
+  const hvd_allreduce_args_t a = PlainAllreduceArgs(name, sendbuf, recvbuf, count, dtype, op);
   return hvd_allreduce_ex(&a, nullptr);
 }
 
@@ -497,14 +504,7 @@ hvd_status_t hvd_allreduce_async(const char* name, const void* sendbuf, void* re
                                  int64_t count, hvd_dtype_t dtype, hvd_reduce_op_t op,
                                  hvd_handle_t** handle) {
   if (handle == nullptr) return Report(Status::InvalidArgument("handle is NULL"));
-  hvd_allreduce_args_t a;
-  hvd_allreduce_args_init(&a);
-  a.name = name;
-  a.sendbuf = sendbuf;
-  a.recvbuf = recvbuf;
-  a.count = count;
-  a.dtype = dtype;
-  a.op = op;
+  const hvd_allreduce_args_t a = PlainAllreduceArgs(name, sendbuf, recvbuf, count, dtype, op);
   return hvd_allreduce_ex(&a, handle);
 }
 
