@@ -139,9 +139,15 @@ hvd_status_t hvd_allreduce_async(const char* name, const void* sendbuf, void* re
                                  hvd_handle_t** handle);
 
 /* The extended all-reduce. Initialise with hvd_allreduce_args_init (which sets
- * every field to its default) and then set what you need; fields added in later
- * versions go at the end and get defaults there. */
+ * every field to its default and struct_size to this header's
+ * sizeof(hvd_allreduce_args_t)) and then set what you need. Fields added in later
+ * versions go at the end, so a program built against this header keeps working
+ * with a later libhvd, which gives the fields it does not see their defaults; an
+ * earlier libhvd refuses, with HVD_INVALID_ARGUMENT, a struct whose fields past
+ * its own end are not all zero (the defaults of fields it does not have). A
+ * struct that was never initialised (struct_size 0) is refused too. */
 typedef struct {
+  size_t struct_size;       /* set by hvd_allreduce_args_init; do not change it */
   const char* name;
   const void* sendbuf;
   void* recvbuf;
@@ -155,7 +161,13 @@ typedef struct {
   void* stream;             /* device tensors: the caller's cudaStream_t; default NULL */
 } hvd_allreduce_args_t;
 
-void hvd_allreduce_args_init(hvd_allreduce_args_t* args);
+/* Zeroes the first `struct_size` bytes of *args, then sets the defaults of the
+ * fields that fit in them and args->struct_size. Ignored if args is NULL or
+ * struct_size is smaller than the first version of the struct. Call it through
+ * the macro, which passes the struct's size as the caller was compiled. */
+void hvd_allreduce_args_init_sized(hvd_allreduce_args_t* args, size_t struct_size);
+#define hvd_allreduce_args_init(args) \
+  hvd_allreduce_args_init_sized((args), sizeof(hvd_allreduce_args_t))
 /* Enqueues; *handle as for hvd_allreduce_async. handle may be NULL to block. */
 hvd_status_t hvd_allreduce_ex(const hvd_allreduce_args_t* args, hvd_handle_t** handle);
 

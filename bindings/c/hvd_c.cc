@@ -205,8 +205,49 @@ Status WaitFor(const std::shared_ptr<hvd::Work>& work, std::chrono::milliseconds
   return work->Wait(timeout);
 }
 
-Status Allreduce(const hvd_allreduce_args_t* a, hvd_handle_t** handle) {
-  if (a == nullptr) return Status::InvalidArgument("args is NULL");
+// The size of hvd_allreduce_args_t in its first version (up to `stream`).
+constexpr size_t kAllreduceArgsFirstSize = offsetof(hvd_allreduce_args_t, stream) + sizeof(void*);
+
+hvd_allreduce_args_t DefaultAllreduceArgs() {
+  hvd_allreduce_args_t d{};
+  d.struct_size = sizeof(d);
+  d.dtype = HVD_FLOAT32;
+  d.op = HVD_SUM;
+  d.prescale_factor = 1.0;
+  d.postscale_factor = 1.0;
+  d.process_set = HVD_GLOBAL_PROCESS_SET;
+  d.device = -1;
+  d.stream = nullptr;
+  return d;
+}
+
+// The caller's struct as this library knows it: fields the caller's (older)
+// header lacks keep their defaults; fields past this library's end must be zero.
+Status ReadAllreduceArgs(const hvd_allreduce_args_t* given, hvd_allreduce_args_t* out) {
+  const size_t size = given->struct_size;
+  if (size < kAllreduceArgsFirstSize)
+    return Status::InvalidArgument(
+        "args->struct_size is " + std::to_string(size) + ", below the " +
+        std::to_string(kAllreduceArgsFirstSize) +
+        " bytes of the first hvd_allreduce_args_t: initialise args with hvd_allreduce_args_init");
+  *out = DefaultAllreduceArgs();
+  std::memcpy(static_cast<void*>(out), given, std::min(size, sizeof(*out)));
+  const auto* bytes = reinterpret_cast<const unsigned char*>(given);
+  for (size_t i = sizeof(*out); i < size; ++i)
+    if (bytes[i] != 0)
+      return Status::InvalidArgument(
+          "args sets a field at byte " + std::to_string(i) + " that this libhvd does not know (its "
+          "hvd_allreduce_args_t has " + std::to_string(sizeof(*out)) + " bytes, the caller's " +
+          std::to_string(size) + "): use a libhvd as new as the hvd.h the caller was built with");
+  out->struct_size = sizeof(*out);
+  return Status::OK();
+}
+
+Status Allreduce(const hvd_allreduce_args_t* given, hvd_handle_t** handle) {
+  if (given == nullptr) return Status::InvalidArgument("args is NULL");
+  hvd_allreduce_args_t copy;
+  HVD_RETURN_IF_ERROR(ReadAllreduceArgs(given, &copy));
+  const hvd_allreduce_args_t* a = &copy;
   if (a->name == nullptr) return Status::InvalidArgument("tensor name is NULL");
   std::shared_ptr<hvd::Runtime> rt;
   HVD_RETURN_IF_ERROR(Current(&rt));
@@ -475,16 +516,12 @@ hvd_status_t hvd_check_health(void) {
   })
 }
 
-void hvd_allreduce_args_init(hvd_allreduce_args_t* args) {
-  if (args == nullptr) return;
-  *args = hvd_allreduce_args_t{};
-  args->dtype = HVD_FLOAT32;
-  args->op = HVD_SUM;
-  args->prescale_factor = 1.0;
-  args->postscale_factor = 1.0;
-  args->process_set = HVD_GLOBAL_PROCESS_SET;
-  args->device = -1;
-  args->stream = nullptr;
+void hvd_allreduce_args_init_sized(hvd_allreduce_args_t* args, size_t struct_size) {
+  if (args == nullptr || struct_size < kAllreduceArgsFirstSize) return;
+  std::memset(static_cast<void*>(args), 0, struct_size);
+  hvd_allreduce_args_t d = DefaultAllreduceArgs();
+  d.struct_size = struct_size;
+  std::memcpy(static_cast<void*>(args), &d, std::min(struct_size, sizeof(d)));
 }
 
 hvd_status_t hvd_allreduce_ex(const hvd_allreduce_args_t* args, hvd_handle_t** handle) {

@@ -98,6 +98,41 @@ static void topology(void) {
   CHECK(hvd_check_health(), HVD_SUCCESS, "");
 }
 
+/* hvd_allreduce_args_t from other versions of hvd.h: one built without
+ * hvd_allreduce_args_init, and a later header's larger struct, whose extra bytes
+ * this libhvd accepts only while they are zero (their defaults). */
+static void allreduce_args_versions(void) {
+  hvd_allreduce_args_t zeroed;
+  memset(&zeroed, 0, sizeof(zeroed));
+  zeroed.name = "never.initialised";
+  CHECK(hvd_allreduce_ex(&zeroed, NULL), HVD_INVALID_ARGUMENT,
+        "args->struct_size is 0, below the");
+  CHECK(hvd_allreduce_ex(&zeroed, NULL), HVD_INVALID_ARGUMENT, "initialise args with hvd_allreduce_args_init");
+
+  struct {
+    hvd_allreduce_args_t known;
+    int64_t later_field;
+  } later;
+  memset(&later, 0x5a, sizeof(later));
+  hvd_allreduce_args_init_sized(&later.known, sizeof(later));
+  EXPECT(later.known.struct_size == sizeof(later));
+  EXPECT(later.known.prescale_factor == 1.0 && later.known.device == -1);
+  EXPECT(later.later_field == 0); /* zeroed: the default of a field it does not know */
+  later.known.name = "later.header";
+  later.known.sendbuf = buf;
+  later.known.recvbuf = out;
+  later.known.count = 4;
+  CHECK(hvd_allreduce_ex(&later.known, NULL), HVD_SUCCESS, "");
+  later.later_field = 3;
+  CHECK(hvd_allreduce_ex(&later.known, NULL), HVD_INVALID_ARGUMENT,
+        "that this libhvd does not know");
+
+  hvd_allreduce_args_t small;
+  memset(&small, 0x5a, sizeof(small));
+  hvd_allreduce_args_init_sized(&small, 8); /* below the first version: ignored */
+  EXPECT(small.struct_size != 8 && small.count == (int64_t)0x5a5a5a5a5a5a5a5aLL);
+}
+
 static void allreduce(void) {
   hvd_handle_t* h = FORGED_HANDLE;
   hvd_allreduce_args_t a;
@@ -140,6 +175,9 @@ static void allreduce(void) {
   CHECK(hvd_allreduce_ex(&a, NULL), HVD_INVALID_ARGUMENT, "unknown process set 99");
   a.process_set = -1;
   CHECK(hvd_allreduce_ex(&a, NULL), HVD_INVALID_ARGUMENT, "unknown process set -1");
+  a.process_set = HVD_GLOBAL_PROCESS_SET;
+  CHECK(hvd_allreduce_ex(&a, NULL), HVD_SUCCESS, "");
+  allreduce_args_versions();
 }
 
 /* Enqueues allreduce `name` twice back to back; the second finds the first in flight

@@ -42,11 +42,12 @@ REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", 
 
 class AllreduceArgs(ctypes.Structure):
     """hvd_allreduce_args_t as of this binding, field for field (tests/test_cuda.py
-    compares its size and offsets with the C compiler's). The C struct may grow at
-    the end in later versions, and hvd_allreduce_args_init writes the whole of it,
-    so never create one directly: new_allreduce_args() places it at the start of a
-    larger zeroed buffer and initialises it there."""
+    compares its size and offsets with the C compiler's). Make one with
+    new_allreduce_args(): hvd_allreduce_args_init_sized records this size in
+    struct_size, so a later libhvd gives the fields it has beyond them their
+    defaults."""
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("name", ctypes.c_char_p),
         ("sendbuf", ctypes.c_void_p),
         ("recvbuf", ctypes.c_void_p),
@@ -61,15 +62,10 @@ class AllreduceArgs(ctypes.Structure):
     ]
 
 
-_ARGS_BUFFER_BYTES = 1024  # Room for fields added to hvd_allreduce_args_t later.
-
-
 def new_allreduce_args():
-    """An initialised AllreduceArgs with room behind it for fields this binding does
-    not know (they keep the defaults hvd_allreduce_args_init gives them)."""
-    buf = ctypes.create_string_buffer(_ARGS_BUFFER_BYTES)
-    args = AllreduceArgs.from_buffer(buf)  # Keeps buf alive.
-    lib().hvd_allreduce_args_init(ctypes.byref(args))
+    """An AllreduceArgs with every field at its default (hvd_allreduce_args_init)."""
+    args = AllreduceArgs()
+    lib().hvd_allreduce_args_init_sized(ctypes.byref(args), ctypes.sizeof(args))
     return args
 
 
@@ -132,7 +128,7 @@ _PROTOTYPES = {
     "hvd_cross_rank": (_I, [_P(_I)]),
     "hvd_cross_size": (_I, [_P(_I)]),
     "hvd_check_health": (_I, []),
-    "hvd_allreduce_args_init": (None, [_P(AllreduceArgs)]),
+    "hvd_allreduce_args_init_sized": (None, [_P(AllreduceArgs), ctypes.c_size_t]),
     "hvd_allreduce_ex": (_I, [_P(AllreduceArgs), _P(_VP)]),
     "hvd_allgather_async": (_I, [_CP, _VP, _P(_I64), _I, _I, _I32, _P(_VP)]),
     "hvd_broadcast_async": (_I, [_CP, _VP, _I64, _I, _I, _I32, _P(_VP)]),

@@ -92,6 +92,14 @@ def test_allreduce_args_layout_matches_header(tmp_path):
     assert _lib.AllreduceArgs.device.offset > _lib.AllreduceArgs.process_set.offset
 
 
+def test_new_allreduce_args_records_its_size_and_the_defaults():
+    args = _lib.new_allreduce_args()
+    assert args.struct_size == ctypes.sizeof(_lib.AllreduceArgs)
+    assert (args.dtype, args.op, args.prescale_factor, args.postscale_factor,
+            args.process_set, args.device, args.stream) == (_lib.FLOAT32, _lib.SUM, 1.0, 1.0,
+                                                            0, -1, None)
+
+
 def header_params(name):
     with open(os.path.join(HEADER_DIR, "hvd.h")) as f:
         text = f.read()
