@@ -145,7 +145,8 @@ hvd_status_t hvd_allreduce_async(const char* name, const void* sendbuf, void* re
  * with a later libhvd, which gives the fields it does not see their defaults; an
  * earlier libhvd refuses, with HVD_INVALID_ARGUMENT, a struct whose fields past
  * its own end are not all zero (the defaults of fields it does not have). A
- * struct that was never initialised (struct_size 0) is refused too. */
+ * struct that was never initialised (struct_size 0, or over 4096) is refused
+ * too. */
 typedef struct {
   size_t struct_size;       /* set by hvd_allreduce_args_init; do not change it */
   const char* name;

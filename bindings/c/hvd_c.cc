@@ -207,6 +207,7 @@ Status WaitFor(const std::shared_ptr<hvd::Work>& work, std::chrono::milliseconds
 
 // The size of hvd_allreduce_args_t in its first version (up to `stream`).
 constexpr size_t kAllreduceArgsFirstSize = offsetof(hvd_allreduce_args_t, stream) + sizeof(void*);
+constexpr size_t kAllreduceArgsMaxSize = 4096;
 
 hvd_allreduce_args_t DefaultAllreduceArgs() {
   hvd_allreduce_args_t d{};
@@ -230,6 +231,13 @@ Status ReadAllreduceArgs(const hvd_allreduce_args_t* given, hvd_allreduce_args_t
         "args->struct_size is " + std::to_string(size) + ", below the " +
         std::to_string(kAllreduceArgsFirstSize) +
         " bytes of the first hvd_allreduce_args_t: initialise args with hvd_allreduce_args_init");
+  // A later header adds a few fields, not pages of them: a larger size is a struct
+  // that was never initialised, and its bytes past ours are not there to check.
+  if (size > kAllreduceArgsMaxSize)
+    return Status::InvalidArgument(
+        "args->struct_size is " + std::to_string(size) + ", more than " +
+        std::to_string(kAllreduceArgsMaxSize) +
+        " bytes: initialise args with hvd_allreduce_args_init");
   *out = DefaultAllreduceArgs();
   std::memcpy(static_cast<void*>(out), given, std::min(size, sizeof(*out)));
   const auto* bytes = reinterpret_cast<const unsigned char*>(given);

@@ -108,6 +108,9 @@ static void allreduce_args_versions(void) {
   CHECK(hvd_allreduce_ex(&zeroed, NULL), HVD_INVALID_ARGUMENT,
         "args->struct_size is 0, below the");
   CHECK(hvd_allreduce_ex(&zeroed, NULL), HVD_INVALID_ARGUMENT, "initialise args with hvd_allreduce_args_init");
+  zeroed.struct_size = (size_t)1 << 40; /* what an uninitialised stack struct may hold */
+  CHECK(hvd_allreduce_ex(&zeroed, NULL), HVD_INVALID_ARGUMENT,
+        "args->struct_size is 1099511627776, more than 4096 bytes");
 
   struct {
     hvd_allreduce_args_t known;
