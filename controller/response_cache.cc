@@ -5,13 +5,17 @@
 namespace hvd {
 
 bool ResponseCache::SameRequest(const proto::Request& a, const proto::Request& b) {
+  return a.name() == b.name() && SameParameters(a, b);
+}
+
+bool ResponseCache::SameParameters(const proto::Request& a, const proto::Request& b) {
   auto same_repeated = [](const auto& x, const auto& y) {
     if (x.size() != y.size()) return false;
     for (int i = 0; i < x.size(); ++i)
       if (x.Get(i) != y.Get(i)) return false;
     return true;
   };
-  return a.type() == b.type() && a.name() == b.name() && a.dtype() == b.dtype() &&
+  return a.type() == b.type() && a.dtype() == b.dtype() &&
          a.reduce_op() == b.reduce_op() && same_repeated(a.shape(), b.shape()) &&
          a.prescale_factor() == b.prescale_factor() &&
          a.postscale_factor() == b.postscale_factor() && a.root_rank() == b.root_rank() &&
@@ -21,9 +25,10 @@ bool ResponseCache::SameRequest(const proto::Request& a, const proto::Request& b
 ResponseCache::Match ResponseCache::Lookup(const proto::Request& request, uint32_t* index) {
   // A used slot cached under this name is the name's only slot (by_name_'s key is
   // the response's name), so the guess is exact once that name matches.
+  // The slot's own request carries the same name as its response.
   uint32_t found = follows_[last_];
   if (found == kNoIndex || !slots_[found].used ||
-      slots_[found].response.names(0) != request.name()) {
+      slots_[found].request.name() != request.name()) {
     auto it = by_name_.find(request.name());
     if (it == by_name_.end()) {
       last_ = static_cast<uint32_t>(capacity_);
@@ -34,7 +39,7 @@ ResponseCache::Match ResponseCache::Lookup(const proto::Request& request, uint32
   }
   last_ = found;
   *index = found;
-  return SameRequest(slots_[found].request, request) ? Match::kHit : Match::kChanged;
+  return SameParameters(slots_[found].request, request) ? Match::kHit : Match::kChanged;
 }
 
 int64_t ResponseCache::Put(const proto::Request& request, const proto::Response& response,
@@ -58,17 +63,18 @@ int64_t ResponseCache::Put(const proto::Request& request, const proto::Response&
   } else if (next_unused_ < capacity_) {
     index = next_unused_++;
   } else {
-    index = lru_.front();
+    index = LeastRecentlyUsed();
     RememberEviction(slots_[index].response.names(0));
     Erase(index, evicted_request);
     free_.pop_back();
     evicted = index;
   }
   Slot& s = slots_[index];
+  ++generation_;
   s.used = true;
   s.request = request;
   s.response = response;
-  s.lru = lru_.insert(lru_.end(), index);
+  used_at_[index] = ++clock_;
   by_name_[name] = index;
   return evicted;
 }
@@ -85,17 +91,23 @@ void ResponseCache::RememberEviction(const std::string& name) {
 }
 
 void ResponseCache::Touch(uint32_t index) {
-  if (!Has(index)) return;
-  Slot& s = slots_[index];
-  lru_.splice(lru_.end(), lru_, s.lru);
+  if (Has(index)) used_at_[index] = ++clock_;
+}
+
+uint32_t ResponseCache::LeastRecentlyUsed() const {
+  uint32_t oldest = 0;
+  for (uint32_t i = 1; i < capacity_; ++i)
+    if (used_at_[i] != 0 && (used_at_[oldest] == 0 || used_at_[i] < used_at_[oldest])) oldest = i;
+  return oldest;
 }
 
 void ResponseCache::Erase(uint32_t index, proto::Request* request) {
   if (!Has(index)) return;
   Slot& s = slots_[index];
   if (request) *request = s.request;
+  ++generation_;
   by_name_.erase(s.response.names(0));
-  lru_.erase(s.lru);
+  used_at_[index] = 0;
   s.used = false;
   s.request.Clear();
   s.response.Clear();

@@ -14,7 +14,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <list>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -27,7 +26,7 @@ class ResponseCache {
  public:
   explicit ResponseCache(size_t capacity)
       : capacity_(capacity), slots_(capacity), follows_(capacity + 1, kNoIndex),
-        last_(static_cast<uint32_t>(capacity)) {}
+        last_(static_cast<uint32_t>(capacity)), used_at_(capacity, 0) {}
 
   size_t capacity() const { return capacity_; }
   size_t size() const { return by_name_.size(); }
@@ -67,6 +66,10 @@ class ResponseCache {
   // the names evicted recently that have not come back.
   size_t names_in_use() const { return by_name_.size() + evicted_.size(); }
 
+  // Changes whenever an entry is put or erased (not on Touch): a plan built from
+  // the responses at some indices stays valid while this stays the same.
+  uint64_t generation() const { return generation_; }
+
   // Number of 64-bit words in a bit vector over the cache.
   size_t words() const { return (capacity_ + 63) / 64; }
 
@@ -74,15 +77,18 @@ class ResponseCache {
   // parameters. The group id is not compared: each grouped call gets a new one,
   // and a group's tensors are enqueued together, so they hit together anyway.
   static bool SameRequest(const proto::Request& a, const proto::Request& b);
+  // The same without the name (which a lookup has already matched).
+  static bool SameParameters(const proto::Request& a, const proto::Request& b);
 
  private:
   void RememberEviction(const std::string& name);
+  // The used slot touched or put longest ago (the cache is full when it is asked).
+  uint32_t LeastRecentlyUsed() const;
 
   struct Slot {
     bool used = false;
     proto::Request request;
     proto::Response response;
-    std::list<uint32_t>::iterator lru;
   };
   size_t capacity_;
   std::vector<Slot> slots_;
@@ -92,7 +98,12 @@ class ResponseCache {
   static constexpr uint32_t kNoIndex = ~uint32_t{0};
   std::vector<uint32_t> follows_;
   uint32_t last_;
-  std::list<uint32_t> lru_;  // front = least recently used
+  // When each slot was last put or touched (0: unused), by clock_. A stamp is one
+  // store per hit where a linked list's splice was a few cache misses; eviction
+  // scans for the oldest stamp instead, and a cache evicts only when the tensors
+  // in use do not fit it (see refills()).
+  std::vector<uint64_t> used_at_;
+  uint64_t clock_ = 0;
   std::vector<uint32_t> free_;
   uint32_t next_unused_ = 0;
   // Names evicted and not put again since, each with the number of its eviction;
@@ -102,6 +113,7 @@ class ResponseCache {
   std::deque<std::pair<std::string, uint64_t>> eviction_order_;
   uint64_t evictions_ = 0;
   int64_t refills_ = 0;
+  uint64_t generation_ = 0;
 };
 
 // Splits a fused response into one response per tensor (inverse of fusion).
