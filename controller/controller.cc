@@ -191,21 +191,26 @@ void Controller::CoordinateCache(const std::vector<proto::RequestList>& lists,
     }
   }
   if (options_.on_arrivals) {
-    // Per-entry arrival vectors are kept (and reused) once made: a step's 1000
-    // cached tensors must not cost 1000 allocations on the coordinator, whom
-    // every rank waits for.
+    // An entry every rank first set in this cycle arrived everywhere at `now`
+    // (the steady state: a step's tensors are all in by the cycle that runs
+    // them); only entries some ranks set earlier or not yet keep a vector of
+    // arrivals, made once and reused: a step's 1000 cached tensors must not cost
+    // 1000 vectors on the coordinator, whom every rank waits for.
     arrival_bits_.resize(words, 0);
     for (int r = 0; r < size(); ++r) {
-      ForEachBit(lists[r].cache_bits(), [&](uint32_t i) {
-        if (i >= words * 64) return;  // past the cache: ignored above too
-        if (i >= bit_arrivals_.size()) bit_arrivals_.resize(i + 1);
-        auto& v = bit_arrivals_[i];
-        if (!TestBit(arrival_bits_, i)) {
-          v.assign(size(), Clock::time_point{});
-          SetBit(&arrival_bits_, i);
+      const auto& bits = lists[r].cache_bits();
+      for (int w = 0; w < bits.size() && static_cast<size_t>(w) < words; ++w) {
+        for (uint64_t word = bits.Get(w) & ~(all[w] & ~arrival_bits_[w]); word; word &= word - 1) {
+          const uint32_t i = static_cast<uint32_t>(w * 64 + __builtin_ctzll(word));
+          if (i >= bit_arrivals_.size()) bit_arrivals_.resize(i + 1);
+          auto& v = bit_arrivals_[i];
+          if (!TestBit(arrival_bits_, i)) {
+            v.assign(size(), Clock::time_point{});
+            SetBit(&arrival_bits_, i);
+          }
+          if (v[r] == Clock::time_point{}) v[r] = now;
         }
-        if (v[r] == Clock::time_point{}) v[r] = now;
-      });
+      }
     }
   }
   bool hit = false, drop = false;
@@ -232,13 +237,15 @@ void Controller::CoordinateCache(const std::vector<proto::RequestList>& lists,
     it = still ? std::next(it) : partial_since_.erase(it);
   }
   if (options_.on_arrivals) {
+    together_.assign(size(), now);
     for (size_t w = 0; w < words; ++w) {
       for (uint64_t word = all[w] | invalid[w]; word; word &= word - 1) {
         const uint32_t i = static_cast<uint32_t>(w * 64 + __builtin_ctzll(word));
-        if (!TestBit(arrival_bits_, i)) continue;
+        const bool tracked = TestBit(arrival_bits_, i);
         if ((all[w] >> (i % 64)) & 1)
-          options_.on_arrivals(cache_.response(i).names(0), bit_arrivals_[i], now, true);
-        ClearBit(&arrival_bits_, i);
+          options_.on_arrivals(cache_.request(i).name(), tracked ? bit_arrivals_[i] : together_,
+                               now, true);
+        if (tracked) ClearBit(&arrival_bits_, i);
       }
     }
   }
@@ -265,17 +272,33 @@ void Controller::ApplyResponses(const proto::ResponseList& in, proto::ResponseLi
     if (cache_.Has(i)) resend_if_pending(i, cache_.request(i));
     cache_.Erase(i);
   });
-  // 2. Hits run first, in index order, fused as the coordinator would.
+  // 2. Hits run first, in index order, fused as the coordinator would. A step
+  // that hits the same entries as the last one, with the cache and the threshold
+  // unchanged, gets the same plan: it is kept, not rebuilt tensor by tensor.
+  const auto& hit_bits = in.cache_hit_bits();
+  const bool same_plan =
+      hit_plan_generation_ == cache_.generation() &&
+      hit_plan_threshold_ == in.fusion_threshold() &&
+      hit_plan_bits_.size() == static_cast<size_t>(hit_bits.size()) &&
+      std::equal(hit_plan_bits_.begin(), hit_plan_bits_.end(), hit_bits.begin());
   std::vector<const proto::Response*> hits;
-  hits.reserve(cache_.size());
-  ForEachBit(in.cache_hit_bits(), [&](uint32_t i) {
+  int64_t hit_count = 0;
+  ForEachBit(hit_bits, [&](uint32_t i) {
     HVD_CHECK_MSG(cache_.Has(i), "cache hit on an empty slot " + std::to_string(i));
-    hits.push_back(&cache_.response(i));
+    if (!same_plan) hits.push_back(&cache_.response(i));
     cache_.Touch(i);
     ClearBit(&pending_bits_, i);
+    ++hit_count;
   });
-  stats_.cache_hits += static_cast<int64_t>(hits.size());
-  PlanFusion(hits, in.fusion_threshold(), size(), out->mutable_responses());
+  stats_.cache_hits += hit_count;
+  if (!same_plan) {
+    hit_plan_.Clear();
+    PlanFusion(hits, in.fusion_threshold(), size(), &hit_plan_);
+    hit_plan_bits_.assign(hit_bits.begin(), hit_bits.end());
+    hit_plan_generation_ = cache_.generation();
+    hit_plan_threshold_ = in.fusion_threshold();
+  }
+  *out->mutable_responses() = hit_plan_;
   // 3. Full responses run next; each negotiated tensor enters the cache.
   const int64_t refills_before = cache_.refills();
   for (const auto& resp : in.responses()) {

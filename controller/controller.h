@@ -122,6 +122,12 @@ class Controller {
   // in arrival_bits_ (an entry's vector stays allocated for reuse).
   std::vector<std::vector<Clock::time_point>> bit_arrivals_;
   std::vector<uint64_t> arrival_bits_;
+  std::vector<Clock::time_point> together_;  // every rank at this cycle's `now`
+  // The fused plan of the last cycle's cache hits, and what it was built from.
+  google::protobuf::RepeatedPtrField<proto::Response> hit_plan_;
+  std::vector<uint64_t> hit_plan_bits_;
+  uint64_t hit_plan_generation_ = ~uint64_t{0};
+  int64_t hit_plan_threshold_ = -1;
   Stats stats_;
   bool warned_small_cache_ = false;  // coordinator: the cache-size warning is given once
   std::unique_ptr<Autotuner> autotuner_;  // coordinator with autotune only

@@ -5,7 +5,7 @@
 // is the time between the first and the last submission. Report() summarises per
 // rank: how often it was last, the mean and p95 of its lag. Tensors every rank
 // submitted in the same cycle have no straggler.
-// Thread-safe: the background thread records, any thread reports.
+// One thread records (the coordinator's background thread); any thread reports.
 #ifndef HVD_CONTROLLER_STRAGGLER_H_
 #define HVD_CONTROLLER_STRAGGLER_H_
 

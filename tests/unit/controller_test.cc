@@ -530,6 +530,37 @@ ControllerOptions CacheOptions(int64_t capacity, LogCapture& log) {
   return o;
 }
 
+// The fused plan of a step's cache hits is kept while the same slots hit; a slot
+// that another tensor took over in between must not run with the old plan.
+TEST(ControllerTest, CachedStepsKeepTheirPlanOnlyWhileTheSlotsHoldTheSameTensors) {
+  ControllerOptions o = Options();
+  o.cache_capacity = 2;
+  FakeJob job(2, o);
+  auto both = [](std::vector<proto::Request> reqs) {
+    Lists l(2);
+    for (int r = 0; r < 2; ++r)
+      for (const auto& q : reqs) l.Add(r, q);
+    return l.lists;
+  };
+  job.Cycle(both({Allreduce("a", 4), Allreduce("b", 2)}), At(0));  // a in slot 0, b in 1
+  proto::ResponseList out = job.Cycle(both({Allreduce("a", 4), Allreduce("b", 2)}), At(1));
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_EQ(NamesOf(out.responses(0)), (std::vector<std::string>{"a", "b"}));
+  // Slots 0 and 1 hit again, and c, new, evicts a (touched before b) from slot 0.
+  out = job.Cycle(both({Allreduce("a", 4), Allreduce("b", 2), Allreduce("c", 8)}), At(2));
+  ASSERT_EQ(out.responses_size(), 2);
+  EXPECT_EQ(NamesOf(out.responses(0)), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(NamesOf(out.responses(1)), (std::vector<std::string>{"c"}));
+  // The same two slots hit, now holding c and b.
+  for (int i = 0; i < 2; ++i) {
+    out = job.Cycle(both({Allreduce("b", 2), Allreduce("c", 8)}), At(3 + i));
+    ASSERT_EQ(out.responses_size(), 1) << i;
+    EXPECT_EQ(NamesOf(out.responses(0)), (std::vector<std::string>{"c", "b"})) << i;
+    EXPECT_THAT(out.responses(0).counts(), ElementsAre(8, 2)) << i;
+  }
+  EXPECT_EQ(job.controller(1).stats().cache_hits, 8);
+}
+
 TEST(ControllerTest, ACacheSmallerThanTheStepWarnsOnceFromTheCoordinatorWithASize) {
   LogCapture log;
   const ControllerOptions o = CacheOptions(8, log);
