@@ -27,7 +27,7 @@ ResponseCache::Match ResponseCache::Lookup(const proto::Request& request, uint32
   // the response's name), so the guess is exact once that name matches.
   // The slot's own request carries the same name as its response.
   uint32_t found = follows_[last_];
-  if (found == kNoIndex || !slots_[found].used ||
+  if (found == kNoIndex || !Has(found) ||
       slots_[found].request.name() != request.name()) {
     auto it = by_name_.find(request.name());
     if (it == by_name_.end()) {
@@ -71,7 +71,6 @@ int64_t ResponseCache::Put(const proto::Request& request, const proto::Response&
   }
   Slot& s = slots_[index];
   ++generation_;
-  s.used = true;
   s.request = request;
   s.response = response;
   used_at_[index] = ++clock_;
@@ -108,7 +107,6 @@ void ResponseCache::Erase(uint32_t index, proto::Request* request) {
   ++generation_;
   by_name_.erase(s.response.names(0));
   used_at_[index] = 0;
-  s.used = false;
   s.request.Clear();
   s.response.Clear();
   free_.push_back(index);

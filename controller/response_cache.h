@@ -53,7 +53,7 @@ class ResponseCache {
   // Drops `index`; its request is returned through `request` when non-null.
   void Erase(uint32_t index, proto::Request* request = nullptr);
 
-  bool Has(uint32_t index) const { return index < capacity_ && slots_[index].used; }
+  bool Has(uint32_t index) const { return index < capacity_ && used_at_[index] != 0; }
   const proto::Response& response(uint32_t index) const { return slots_[index].response; }
   const proto::Request& request(uint32_t index) const { return slots_[index].request; }
 
@@ -86,7 +86,6 @@ class ResponseCache {
   uint32_t LeastRecentlyUsed() const;
 
   struct Slot {
-    bool used = false;
     proto::Request request;
     proto::Response response;
   };
@@ -98,7 +97,7 @@ class ResponseCache {
   static constexpr uint32_t kNoIndex = ~uint32_t{0};
   std::vector<uint32_t> follows_;
   uint32_t last_;
-  // When each slot was last put or touched (0: unused), by clock_. A stamp is one
+  // When each slot was last put or touched, by clock_ (0: unused, which Has reads). A stamp is one
   // store per hit where a linked list's splice was a few cache misses; eviction
   // scans for the oldest stamp instead, and a cache evicts only when the tensors
   // in use do not fit it (see refills()).

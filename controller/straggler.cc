@@ -18,8 +18,8 @@ void StragglerTracker::Record(const std::vector<Clock::time_point>& arrivals) {
   }
   // Most tensors arrive from every rank in the same cycle: those only count,
   // without the lock (the coordinator records a step's 1000 tensors per cycle).
-  // One thread records, so a plain load and store count (a locked add was a
-  // tenth of a cached cycle's time).
+  // One thread records, so a plain load and store count: a locked add per
+  // tensor was most of Record's cost in a cached cycle.
   tensors_.store(tensors_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (last_rank < 0 || last == first) return;
   std::lock_guard<std::mutex> lock(mu_);
