@@ -330,6 +330,7 @@ void FillOperand(DataType dtype, void* buf, size_t n, int seed) {
       case DataType::kUInt8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v + 6); break;
       case DataType::kInt32: static_cast<int32_t*>(buf)[i] = v; break;
       case DataType::kInt64: static_cast<int64_t*>(buf)[i] = v; break;
+      case DataType::kInt16: static_cast<int16_t*>(buf)[i] = static_cast<int16_t>(v); break;
     }
   }
 }

@@ -133,7 +133,8 @@ std::string CheckAgreement(const std::string& name, const std::vector<proto::Req
   };
 
   switch (type) {
-    case proto::ALLREDUCE: checks = {dtype, count, op, scales, device}; break;
+    // The shape, not only the count: (2, 3) against (3, 2) is a mismatch, as in Horovod.
+    case proto::ALLREDUCE: checks = {dtype, count, shape, op, scales, device}; break;
     case proto::ALLGATHER: checks = {dtype, ndim, trailing, device}; break;
     case proto::BROADCAST: checks = {dtype, shape, root, device}; break;
     case proto::ALLTOALL: checks = {dtype, ndim, trailing, splits_given, device}; break;

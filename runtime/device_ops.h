@@ -72,6 +72,10 @@ Status CreateDeviceOps(const DeviceOpsOptions& options, std::unique_ptr<DeviceOp
 // Whether this libhvd was built with CUDA (HVD_WITH_CUDA).
 bool CudaBuilt();
 
+// The NCCL version code this libhvd was built against (NCCL_VERSION_CODE, e.g.
+// 22807 for 2.28.7), or 0 without CUDA.
+int NcclVersionCode();
+
 // Checks, at enqueue, that a device tensor can be run: CUDA is built, a device is
 // present, `e.device` exists and the entry's buffers are device (or managed)
 // memory on it. Returns kInvalidUsage or kInvalidArgument naming the tensor.

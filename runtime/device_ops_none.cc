@@ -17,6 +17,8 @@ Status CreateDeviceOps(const DeviceOpsOptions& options, std::unique_ptr<DeviceOp
 
 bool CudaBuilt() { return false; }
 
+int NcclVersionCode() { return 0; }
+
 Status CheckDeviceTensor(const TensorEntry& e) {
   return Status::InvalidUsage("tensor '" + e.name + "' is on cuda:" + std::to_string(e.device) +
                               ", but " + kNoCuda);

@@ -83,10 +83,12 @@ Status Executor::Allreduce(const proto::Response& r, const std::vector<TensorEnt
   const size_t elem = DataTypeSize(dtype);
   const int n = r.names_size();
   const int64_t total = std::accumulate(r.counts().begin(), r.counts().end(), int64_t{0});
-  const int64_t contributors = backend_->size() - r.joined_ranks_size();
+  // AVERAGE divides by the set's size, joined ranks included (they contribute
+  // zeros), as Horovod and torch's Join do.
+  const int64_t divisor = backend_->size();
   if (backend_->SupportsPieces() && r.prescale_factor() == 1.0 &&
       std::all_of(entries.begin(), entries.end(), [](const TensorEntry* e) { return e != nullptr; }))
-    return AllreducePieces(r, entries, contributors);
+    return AllreducePieces(r, entries, divisor);
   // A lone tensor present on this rank is reduced in its own output buffer.
   const bool direct = n == 1 && entries[0] != nullptr;
 
@@ -117,7 +119,7 @@ Status Executor::Allreduce(const proto::Response& r, const std::vector<TensorEnt
     uint8_t* src = direct ? buf : buf + offset * elem;
     offset += count;
     if (entries[i] == nullptr) continue;
-    if (op == ReduceOp::kAverage) DivideBuffer(dtype, src, count, contributors);
+    if (op == ReduceOp::kAverage) DivideBuffer(dtype, src, count, divisor);
     ScaledCopy(dtype, entries[i]->output, src, count, r.postscale_factor());
     entries[i]->work->Complete(Status::OK());
   }
@@ -128,7 +130,7 @@ Status Executor::Allreduce(const proto::Response& r, const std::vector<TensorEnt
 // Every tensor is read from its input and written to its output by the backend
 // itself, which finishes (averages, post-scales) each stretch as it writes it.
 Status Executor::AllreducePieces(const proto::Response& r, const std::vector<TensorEntry*>& entries,
-                                 int64_t contributors) {
+                                 int64_t divisor) {
   const DataType dtype = static_cast<DataType>(r.dtype());
   const ReduceOp op = static_cast<ReduceOp>(r.reduce_op());
   const double post = r.postscale_factor();
@@ -139,7 +141,7 @@ Status Executor::AllreducePieces(const proto::Response& r, const std::vector<Ten
   Backend::FinishFn finish;
   if (op == ReduceOp::kAverage || post != 1.0) {
     finish = [&](void* out, int64_t count) {
-      if (op == ReduceOp::kAverage) DivideBuffer(dtype, out, count, contributors);
+      if (op == ReduceOp::kAverage) DivideBuffer(dtype, out, count, divisor);
       if (post != 1.0) ScaledCopy(dtype, out, out, count, post);
     };
   }
@@ -306,7 +308,6 @@ Status Executor::Reducescatter(const proto::Response& r, const std::vector<Tenso
   if (!s.ok()) return s.Prepend("reducescatter of '" + r.names(0) + "'");
 
   Mark(r, Phase::kCopyOut, true);
-  const int64_t contributors = size - r.joined_ranks_size();
   off = 0;
   for (int i = 0; i < n; ++i) {
     const int64_t count = rows(i, me) * row(i);
@@ -314,7 +315,7 @@ Status Executor::Reducescatter(const proto::Response& r, const std::vector<Tenso
     off += count;
     TensorEntry* e = entries[i];
     if (e == nullptr) continue;
-    if (op == ReduceOp::kAverage) DivideBuffer(dtype, src, count, contributors);
+    if (op == ReduceOp::kAverage) DivideBuffer(dtype, src, count, size);
     auto& out = e->work->result();
     out.resize(count * elem);
     ScaledCopy(dtype, out.data(), src, count, r.postscale_factor());

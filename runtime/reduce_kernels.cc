@@ -292,6 +292,7 @@ void Dispatch(DataType dtype, F&& f) {
     case DataType::kUInt8: f(uint8_t{}); return;
     case DataType::kInt32: f(int32_t{}); return;
     case DataType::kInt64: f(int64_t{}); return;
+    case DataType::kInt16: f(int16_t{}); return;
   }
   HVD_CHECK_MSG(false, "invalid dtype " + std::to_string(static_cast<int>(dtype)));
 }
@@ -315,21 +316,19 @@ void ScaledCopy(DataType dtype, void* dst, const void* src, size_t n, double fac
     T* d = static_cast<T*>(dst);
     const T* s = static_cast<const T*>(src);
     if constexpr (kIsHalfType<T>) {
+      const float ffactor = static_cast<float>(factor);
       float f[kBlock];
       for (size_t i = 0; i < n; i += kBlock) {
         const size_t m = std::min(kBlock, n - i);
         DecodeBlock(s + i, f, m);
-        for (size_t j = 0; j < m; ++j) f[j] = static_cast<float>(f[j] * factor);
+        for (size_t j = 0; j < m; ++j) f[j] *= ffactor;
         EncodeBlock(f, d + i, m);
       }
-      return;
-    }
-    for (size_t i = 0; i < n; ++i) {
-      if constexpr (std::is_integral_v<C>) {
-        d[i] = static_cast<T>(static_cast<double>(s[i]) * factor);
-      } else {
-        d[i] = Codec<T>::Store(static_cast<C>(Codec<T>::Load(s[i]) * factor));
-      }
+    } else if constexpr (std::is_integral_v<C>) {
+      for (size_t i = 0; i < n; ++i) d[i] = static_cast<T>(static_cast<double>(s[i]) * factor);
+    } else {
+      const C cfactor = static_cast<C>(factor);
+      for (size_t i = 0; i < n; ++i) d[i] = s[i] * cfactor;
     }
   });
 }

@@ -21,7 +21,9 @@ using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t n);
 ReduceFn GetReduceFn(DataType dtype, ReduceOp op);
 
 // dst[i] = src[i] * factor (dst may equal src). factor == 1 copies (memmove when needed).
-// Integers are scaled in double and truncated toward zero.
+// Horovod's rule, exactly: integers are scaled in double and truncated toward zero;
+// float32 is scaled by float(factor) in float32, float64 in float64, and float16 and
+// bfloat16 in float32 (by float(factor)), rounded back to nearest-even.
 void ScaledCopy(DataType dtype, void* dst, const void* src, size_t n, double factor);
 
 // buf[i] /= divisor. Integers use integer division (truncation toward zero), matching

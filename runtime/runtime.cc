@@ -307,23 +307,46 @@ Status Runtime::Find(int process_set, std::shared_ptr<Communicator>* out) const 
   return Status::InvalidArgument("unknown process set " + std::to_string(process_set));
 }
 
-Status Runtime::Allreduce(AllreduceArgs args, std::shared_ptr<Work>* work) {
+Status MakeAllreduceEntry(AllreduceArgs args, TensorEntry* out) {
   if (args.count < 0)
     return Status::InvalidArgument("tensor '" + args.name + "': negative count " +
                                    std::to_string(args.count));
-  TensorEntry e;
+  if (!args.shape.empty()) {
+    int64_t n = 1;
+    for (int64_t d : args.shape)
+      if (d < 0 || __builtin_mul_overflow(n, d, &n)) n = -1;
+    if (n != args.count) {
+      std::string dims;
+      for (int64_t d : args.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+      return Status::InvalidArgument("tensor '" + args.name + "': shape [" + dims +
+                                     "] does not hold count " + std::to_string(args.count) +
+                                     " elements");
+    }
+  }
+  TensorEntry& e = *out;
   e.name = std::move(args.name);
   e.type = OpType::kAllreduce;
   e.dtype = args.dtype;
   e.reduce_op = args.op;
   e.input = args.input;
   e.output = args.output;
-  e.shape = {args.count};
+  if (args.shape.empty()) {
+    e.shape = {args.count};
+  } else {
+    e.shape = std::move(args.shape);
+  }
   e.prescale_factor = args.prescale_factor;
   e.postscale_factor = args.postscale_factor;
   e.device = args.device;
   e.stream = args.stream;
-  return EnqueueOne(std::move(e), args.process_set, work);
+  return Status::OK();
+}
+
+Status Runtime::Allreduce(AllreduceArgs args, std::shared_ptr<Work>* work) {
+  const int process_set = args.process_set;
+  TensorEntry e;
+  HVD_RETURN_IF_ERROR(MakeAllreduceEntry(std::move(args), &e));
+  return EnqueueOne(std::move(e), process_set, work);
 }
 
 Status Runtime::EnqueueOne(TensorEntry entry, int process_set, std::shared_ptr<Work>* work) {

@@ -61,7 +61,14 @@ struct AllreduceArgs {
   int process_set = 0;
   int device = -1;          // -1: host memory; else the CUDA device of both buffers
   void* stream = nullptr;   // device tensors: the caller's cudaStream_t (see TensorEntry)
+  // The tensor's shape, whose product must be `count`; ranks must agree on it.
+  // Empty: {count}.
+  std::vector<int64_t> shape;
 };
+
+// The entry for an all-reduce; kInvalidArgument naming the tensor for a negative
+// count or a shape whose product is not the count.
+Status MakeAllreduceEntry(AllreduceArgs args, TensorEntry* out);
 
 // Where rank 0 leaves its straggler report for dprun --straggler-report.
 constexpr char kLauncherStragglerKey[] = "hvd/straggler_report";

@@ -15,6 +15,7 @@ size_t DataTypeSize(DataType dtype) {
     case DataType::kUInt8: return 1;
     case DataType::kInt32: return 4;
     case DataType::kInt64: return 8;
+    case DataType::kInt16: return 2;
   }
   return 0;
 }
@@ -29,6 +30,7 @@ const char* DataTypeName(DataType dtype) {
     case DataType::kUInt8: return "uint8";
     case DataType::kInt32: return "int32";
     case DataType::kInt64: return "int64";
+    case DataType::kInt16: return "int16";
   }
   return "invalid-dtype";
 }

@@ -20,8 +20,9 @@ enum class DataType : int {
   kUInt8 = 5,
   kInt32 = 6,
   kInt64 = 7,
+  kInt16 = 8,
 };
-constexpr int kNumDataTypes = 8;
+constexpr int kNumDataTypes = 9;
 
 enum class ReduceOp : int {
   kSum = 0,

@@ -93,6 +93,7 @@ std::vector<uint8_t> Encode(const std::vector<double>& v, DataType dtype) {
       case DataType::kUInt8: { uint8_t x = static_cast<uint8_t>(static_cast<int64_t>(v[i])); std::memcpy(p, &x, 1); break; }
       case DataType::kInt32: { int32_t x = static_cast<int32_t>(v[i]); std::memcpy(p, &x, 4); break; }
       case DataType::kInt64: { int64_t x = static_cast<int64_t>(v[i]); std::memcpy(p, &x, 8); break; }
+      case DataType::kInt16: { int16_t x = static_cast<int16_t>(v[i]); std::memcpy(p, &x, 2); break; }
     }
   }
   return out;
@@ -112,6 +113,7 @@ std::vector<double> Decode(const std::vector<uint8_t>& bytes, DataType dtype) {
       case DataType::kUInt8: { uint8_t x; std::memcpy(&x, p, 1); out[i] = x; break; }
       case DataType::kInt32: { int32_t x; std::memcpy(&x, p, 4); out[i] = x; break; }
       case DataType::kInt64: { int64_t x; std::memcpy(&x, p, 8); out[i] = static_cast<double>(x); break; }
+      case DataType::kInt16: { int16_t x; std::memcpy(&x, p, 2); out[i] = x; break; }
     }
   }
   return out;

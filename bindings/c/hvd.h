@@ -79,11 +79,15 @@ typedef enum {
   HVD_UINT8,
   HVD_INT32,
   HVD_INT64,
+  HVD_INT16,
   HVD_DTYPE_FORCE_INT32 = 0x7fffffff /* not a dtype: makes the type span int32 */
 } hvd_dtype_t;
 
-/* HVD_AVERAGE divides the sum by the number of contributing ranks; on integer
- * types the division truncates toward zero. */
+/* HVD_AVERAGE divides the sum by the size of the process set (joined ranks,
+ * which contribute zeros, included, as in Horovod); on integer types the
+ * division truncates toward zero. Scale factors follow Horovod's rule: integers
+ * are scaled in double and truncated toward zero, float32 in float32, float64 in
+ * float64, float16 and bfloat16 in float32, rounded back to nearest-even. */
 typedef enum {
   HVD_SUM,
   HVD_AVERAGE,
@@ -160,6 +164,11 @@ typedef struct {
   int32_t process_set;      /* default HVD_GLOBAL_PROCESS_SET */
   int32_t device;           /* CUDA device of both buffers; default -1 (host memory) */
   void* stream;             /* device tensors: the caller's cudaStream_t; default NULL */
+  /* Added in 0.2. The tensor's shape: `ndim` dimensions whose product is `count`.
+   * Ranks must agree on it: the same count in another shape ((2, 3) against
+   * (3, 2)) fails with HVD_MISMATCH. Default NULL and 0: the shape is [count]. */
+  const int64_t* shape;
+  int32_t ndim;
 } hvd_allreduce_args_t;
 
 /* Zeroes the first `struct_size` bytes of *args, then sets the defaults of the
@@ -171,6 +180,12 @@ void hvd_allreduce_args_init_sized(hvd_allreduce_args_t* args, size_t struct_siz
   hvd_allreduce_args_init_sized((args), sizeof(hvd_allreduce_args_t))
 /* Enqueues; *handle as for hvd_allreduce_async. handle may be NULL to block. */
 hvd_status_t hvd_allreduce_ex(const hvd_allreduce_args_t* args, hvd_handle_t** handle);
+/* Enqueues n all-reduces atomically as one group (executed in one fused
+ * response), each described by args[i]; handles[i] receives tensor i's handle
+ * (all NULL on failure). Every tensor of the group must name the same process
+ * set, reduce op, scale factors and device; the group may hold device tensors. */
+hvd_status_t hvd_grouped_allreduce_ex(int n, const hvd_allreduce_args_t* const* args,
+                                      hvd_handle_t** handles);
 
 /* ---- The other collectives --------------------------------------------------
  * Shapes are row-major with `ndim` >= 1 dimensions; the first is the one that
@@ -245,8 +260,8 @@ hvd_status_t hvd_barrier_async(int32_t process_set, hvd_handle_t** handle);
 
 /* For uneven data: a rank with no more batches calls join. Until every rank of
  * the set has joined, it takes part in the others' allreduces with the op's
- * identity (zeros for sums), and HVD_AVERAGE divides by the ranks that
- * contributed data. Other collectives that wait on a joined rank fail with
+ * identity (zeros for sums), and HVD_AVERAGE still divides by the size of the
+ * set. Other collectives that wait on a joined rank fail with
  * HVD_INVALID_USAGE. *last_rank receives the last rank to join. */
 hvd_status_t hvd_join(int32_t process_set, int* last_rank);
 /* The async join; once done, hvd_handle_join_rank gives the last rank to join. */
@@ -334,6 +349,10 @@ hvd_status_t hvd_host_backend(int32_t process_set, const char** name);
 /* *out = 1 if this libhvd was built with CUDA (device tensors accepted), else 0.
  * Says nothing about whether a GPU is present. Never fails. */
 hvd_status_t hvd_cuda_built(int* out);
+
+/* *out = the NCCL version code this libhvd was built against (NCCL_VERSION_CODE:
+ * 22807 for NCCL 2.28.7), or 0 without CUDA. Never fails. */
+hvd_status_t hvd_nccl_version(int* out);
 
 /* ---- Errors ---------------------------------------------------------------- */
 

@@ -251,21 +251,28 @@ Status ReadAllreduceArgs(const hvd_allreduce_args_t* given, hvd_allreduce_args_t
   return Status::OK();
 }
 
-Status Allreduce(const hvd_allreduce_args_t* given, hvd_handle_t** handle) {
+// The runtime's arguments for one hvd_allreduce_args_t.
+Status ToAllreduceArgs(const hvd_allreduce_args_t* given, hvd::AllreduceArgs* out) {
   if (given == nullptr) return Status::InvalidArgument("args is NULL");
   hvd_allreduce_args_t copy;
   HVD_RETURN_IF_ERROR(ReadAllreduceArgs(given, &copy));
   const hvd_allreduce_args_t* a = &copy;
   if (a->name == nullptr) return Status::InvalidArgument("tensor name is NULL");
-  std::shared_ptr<hvd::Runtime> rt;
-  HVD_RETURN_IF_ERROR(Current(&rt));
   if (!hvd::IsValidDataType(a->dtype))
     return Status::InvalidArgument(std::string("tensor '") + a->name + "': unknown dtype " +
                                    std::to_string(static_cast<int>(a->dtype)));
   if (!hvd::IsValidReduceOp(a->op))
     return Status::InvalidArgument(std::string("tensor '") + a->name + "': unknown reduce op " +
                                    std::to_string(static_cast<int>(a->op)));
-  hvd::AllreduceArgs args;
+  if (a->ndim != 0) {
+    if (a->ndim < 0 || a->ndim > 64)
+      return Status::InvalidArgument(std::string("tensor '") + a->name + "': ndim " +
+                                     std::to_string(a->ndim) + " is not in 0..64");
+    if (a->shape == nullptr)
+      return Status::InvalidArgument(std::string("tensor '") + a->name + "': shape is NULL");
+  }
+  hvd::AllreduceArgs& args = *out;
+  args.shape.assign(a->shape, a->shape + a->ndim);
   args.name = a->name;
   args.input = a->sendbuf;
   args.output = a->recvbuf;
@@ -277,6 +284,14 @@ Status Allreduce(const hvd_allreduce_args_t* given, hvd_handle_t** handle) {
   args.process_set = a->process_set;
   args.device = a->device;
   args.stream = a->stream;
+  return Status::OK();
+}
+
+Status Allreduce(const hvd_allreduce_args_t* given, hvd_handle_t** handle) {
+  hvd::AllreduceArgs args;
+  HVD_RETURN_IF_ERROR(ToAllreduceArgs(given, &args));
+  std::shared_ptr<hvd::Runtime> rt;
+  HVD_RETURN_IF_ERROR(Current(&rt));
   std::shared_ptr<hvd::Work> work;
   HVD_RETURN_IF_ERROR(rt->Allreduce(std::move(args), &work));
   if (handle != nullptr) {
@@ -390,6 +405,33 @@ Status GroupedAllreduce(int n, const char* const* names, const void* const* send
     e.group_size = n;
   }
   return EnqueueWithHandles(std::move(entries), ps, handles);
+}
+
+// hvd_grouped_allreduce_ex: one group of all-reduces, each from its own args.
+Status GroupedAllreduceEx(int n, const hvd_allreduce_args_t* const* args, hvd_handle_t** handles) {
+  if (n < 1) return Status::InvalidArgument("a group needs at least one tensor, got " + std::to_string(n));
+  if (args == nullptr || handles == nullptr)
+    return Status::InvalidArgument("grouped all-reduce: args and handles must not be NULL");
+  for (int i = 0; i < n; ++i) handles[i] = nullptr;
+  const int64_t group = g_next_group++;
+  std::vector<hvd::TensorEntry> entries(n);
+  int32_t process_set = 0;
+  for (int i = 0; i < n; ++i) {
+    hvd::AllreduceArgs a;
+    HVD_RETURN_IF_ERROR(ToAllreduceArgs(args[i], &a).Prepend("args[" + std::to_string(i) + "]"));
+    if (i == 0) process_set = a.process_set;
+    const hvd::TensorEntry& first = entries[0];
+    if (i > 0 && (a.process_set != process_set || a.op != first.reduce_op ||
+                  a.prescale_factor != first.prescale_factor ||
+                  a.postscale_factor != first.postscale_factor || a.device != first.device))
+      return Status::InvalidArgument("grouped all-reduce: tensor '" + a.name + "' differs from '" +
+                                     first.name + "' in its process set, reduce op, scale factors or "
+                                     "device; a group's tensors must share them");
+    HVD_RETURN_IF_ERROR(hvd::MakeAllreduceEntry(std::move(a), &entries[i]));
+    entries[i].group_id = group;
+    entries[i].group_size = n;
+  }
+  return EnqueueWithHandles(std::move(entries), process_set, handles);
 }
 
 Status GroupedShaped(hvd::OpType type, int n, const char* const* names,
@@ -800,6 +842,11 @@ hvd_status_t hvd_grouped_allreduce_async(int n, const char* const* names,
   })
 }
 
+hvd_status_t hvd_grouped_allreduce_ex(int n, const hvd_allreduce_args_t* const* args,
+                                      hvd_handle_t** handles) {
+  HVD_C_GUARD({ return Report(GroupedAllreduceEx(n, args, handles)); })
+}
+
 hvd_status_t hvd_grouped_allgather_async(int n, const char* const* names,
                                          const void* const* sendbufs,
                                          const int64_t* const* shapes, const int* ndims,
@@ -984,6 +1031,14 @@ hvd_status_t hvd_cuda_built(int* out) {
   HVD_C_GUARD({
     if (out == nullptr) return Report(Status::InvalidArgument("out is NULL"));
     *out = hvd::CudaBuilt() ? 1 : 0;
+    return HVD_SUCCESS;
+  })
+}
+
+hvd_status_t hvd_nccl_version(int* out) {
+  HVD_C_GUARD({
+    if (out == nullptr) return Report(Status::InvalidArgument("out is NULL"));
+    *out = hvd::NcclVersionCode();
     return HVD_SUCCESS;
   })
 }

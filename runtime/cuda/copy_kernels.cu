@@ -32,7 +32,7 @@ template <>
 struct Elem<float> {
   __device__ static float Apply(float x, int64_t divisor, double scale) {
     if (divisor != 1) x = x / static_cast<float>(divisor);
-    if (scale != 1.0) x = static_cast<float>(static_cast<double>(x) * scale);
+    if (scale != 1.0) x = x * static_cast<float>(scale);  // ScaledCopy's rule
     return x;
   }
 };
@@ -120,6 +120,7 @@ cudaError_t LaunchScaledCopies(DataType dtype, const std::vector<CopyDesc>& copi
     case DataType::kUInt8: return Launch<uint8_t>(copies, divisor, scale, stream);
     case DataType::kInt32: return Launch<int32_t>(copies, divisor, scale, stream);
     case DataType::kInt64: return Launch<int64_t>(copies, divisor, scale, stream);
+    case DataType::kInt16: return Launch<int16_t>(copies, divisor, scale, stream);
   }
   return cudaErrorInvalidValue;
 }

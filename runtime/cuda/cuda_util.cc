@@ -51,6 +51,8 @@ std::string SecondsText(std::chrono::milliseconds d) {
   return s + " s";
 }
 
+bool NcclHasType(DataType dtype) { return dtype != DataType::kInt16; }
+
 ncclDataType_t NcclType(DataType dtype) {
   switch (dtype) {
     case DataType::kFloat32: return ncclFloat32;
@@ -61,6 +63,7 @@ ncclDataType_t NcclType(DataType dtype) {
     case DataType::kUInt8: return ncclUint8;
     case DataType::kInt32: return ncclInt32;
     case DataType::kInt64: return ncclInt64;
+    case DataType::kInt16: break;
   }
   HVD_CHECK_MSG(false, "unknown dtype " + std::to_string(static_cast<int>(dtype)));
   return ncclInt8;

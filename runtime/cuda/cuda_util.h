@@ -37,6 +37,9 @@ Status NcclStatus(ncclResult_t r, ncclComm_t comm, const std::string& what);
 // "30 s", "0.5 s": a timeout as the errors that cite HVD_TIMEOUT write it.
 std::string SecondsText(std::chrono::milliseconds d);
 
+// NCCL's type for `dtype`; false for a type NCCL cannot reduce (int16), which
+// then moves only as bytes.
+bool NcclHasType(DataType dtype);
 ncclDataType_t NcclType(DataType dtype);
 ncclRedOp_t NcclOp(ReduceOp op);
 

@@ -1,6 +1,7 @@
 // DeviceOps in a CUDA build: the factory, and the enqueue-time checks of device
 // tensors. (runtime/device_ops_none.cc is the build without CUDA.)
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 
 #include "runtime/cuda/cuda_util.h"
 #include "runtime/cuda/nccl_ops.h"
@@ -64,6 +65,8 @@ Status CreateDeviceOps(const DeviceOpsOptions& options, std::unique_ptr<DeviceOp
 }
 
 bool CudaBuilt() { return true; }
+
+int NcclVersionCode() { return NCCL_VERSION_CODE; }
 
 Status CheckDeviceTensor(const TensorEntry& e) {
   const std::string t = "tensor '" + e.name + "': ";

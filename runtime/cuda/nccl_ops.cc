@@ -76,6 +76,16 @@ Status NcclOps::Execute(const proto::Response& r, const std::vector<TensorEntry*
                                   std::to_string(options_.device) +
                                   " (one device per rank and process set)");
   }
+  if ((r.type() == proto::RESPONSE_ALLREDUCE || r.type() == proto::RESPONSE_REDUCESCATTER) &&
+      !NcclHasType(static_cast<DataType>(r.dtype()))) {
+    // Every rank runs this same response, so every rank fails it alike and the
+    // communicator stays usable.
+    CompleteAll(entries, Status::InvalidArgument(
+                             Describe(r) + ": NCCL cannot reduce " +
+                             DataTypeName(static_cast<DataType>(r.dtype())) +
+                             " tensors; use a wider integer type, or HVD_GPU_OPERATIONS=gloo"));
+    return Status::OK();
+  }
   HVD_RETURN_IF_ERROR(OrderAfterCallers(entries));
   Status s;
   switch (r.type()) {
@@ -155,18 +165,12 @@ Status NcclOps::Allreduce(const proto::Response& r, const std::vector<TensorEntr
   const int64_t total = std::accumulate(r.counts().begin(), r.counts().end(), int64_t{0});
   const double pre = r.prescale_factor();
   const double post = r.postscale_factor();
-  // ncclAvg divides by the communicator's size; with joined ranks the copy out
-  // divides the sum by the ranks that contributed instead.
-  ReduceOp nccl_op = op;
-  int64_t divisor = 1;
-  if (op == ReduceOp::kAverage && r.joined_ranks_size() > 0) {
-    nccl_op = ReduceOp::kSum;
-    divisor = comm_->size() - r.joined_ranks_size();
-  }
+  // ncclAvg divides by the communicator's size, joined ranks (which contribute
+  // zeros) included, as AVERAGE is defined.
   auto reduce = [&](const void* src, void* dst) {
     if (total == 0) return Status::OK();
     return comm_->Run("ncclAllReduce", [&](ncclComm_t c) {
-      return ncclAllReduce(src, dst, static_cast<size_t>(total), NcclType(dtype), NcclOp(nccl_op), c,
+      return ncclAllReduce(src, dst, static_cast<size_t>(total), NcclType(dtype), NcclOp(op), c,
                            stream_);
     });
   };
@@ -180,8 +184,8 @@ Status NcclOps::Allreduce(const proto::Response& r, const std::vector<TensorEntr
       src = e->output;
     }
     HVD_RETURN_IF_ERROR(reduce(src, e->output));
-    if ((post != 1.0 || divisor != 1) && total > 0)
-      HVD_CUDA_RETURN(LaunchScaledCopies(dtype, {{e->output, e->output, total}}, divisor, post, stream_),
+    if (post != 1.0 && total > 0)
+      HVD_CUDA_RETURN(LaunchScaledCopies(dtype, {{e->output, e->output, total}}, 1, post, stream_),
                       "postscaling");
     return Status::OK();
   }
@@ -205,7 +209,7 @@ Status NcclOps::Allreduce(const proto::Response& r, const std::vector<TensorEntr
   }
   HVD_CUDA_RETURN(LaunchScaledCopies(dtype, in, 1, pre, stream_), "copying into the fusion buffer");
   HVD_RETURN_IF_ERROR(reduce(buf, buf));
-  HVD_CUDA_RETURN(LaunchScaledCopies(dtype, out, divisor, post, stream_),
+  HVD_CUDA_RETURN(LaunchScaledCopies(dtype, out, 1, post, stream_),
                   "copying out of the fusion buffer");
   return Status::OK();
 }
@@ -381,12 +385,6 @@ Status NcclOps::Reducescatter(const proto::Response& r, const std::vector<Tensor
   const int64_t block = *std::max_element(recv_counts.begin(), recv_counts.end());
   const bool even = std::all_of(recv_counts.begin(), recv_counts.end(),
                                 [&](int64_t c) { return c == block; });
-  ReduceOp nccl_op = op;
-  int64_t divisor = 1;
-  if (op == ReduceOp::kAverage && r.joined_ranks_size() > 0) {
-    nccl_op = ReduceOp::kSum;
-    divisor = size - r.joined_ranks_size();
-  }
   const double pre = r.prescale_factor();
   const double post = r.postscale_factor();
 
@@ -402,7 +400,7 @@ Status NcclOps::Reducescatter(const proto::Response& r, const std::vector<Tensor
   auto scatter = [&](const void* src, void* dst) {
     if (block == 0) return Status::OK();
     return comm_->Run("ncclReduceScatter", [&](ncclComm_t c) {
-      return ncclReduceScatter(src, dst, static_cast<size_t>(block), NcclType(dtype), NcclOp(nccl_op), c,
+      return ncclReduceScatter(src, dst, static_cast<size_t>(block), NcclType(dtype), NcclOp(op), c,
                                stream_);
     });
   };
@@ -410,8 +408,8 @@ Status NcclOps::Reducescatter(const proto::Response& r, const std::vector<Tensor
   if (n == 1 && entries[0] != nullptr && pre == 1.0 && even) {
     // The input is already `size` equal blocks in rank order.
     HVD_RETURN_IF_ERROR(scatter(entries[0]->input, results[0]));
-    if ((post != 1.0 || divisor != 1) && block > 0)
-      HVD_CUDA_RETURN(LaunchScaledCopies(dtype, {{results[0], results[0], block}}, divisor, post, stream_),
+    if (post != 1.0 && block > 0)
+      HVD_CUDA_RETURN(LaunchScaledCopies(dtype, {{results[0], results[0], block}}, 1, post, stream_),
                       "postscaling");
     return Status::OK();
   }
@@ -443,7 +441,7 @@ Status NcclOps::Reducescatter(const proto::Response& r, const std::vector<Tensor
     if (entries[i] != nullptr && count > 0) out.push_back({At(mine, off * elem), results[i], count});
     off += count;
   }
-  HVD_CUDA_RETURN(LaunchScaledCopies(dtype, out, divisor, post, stream_), "copying out of the fusion buffer");
+  HVD_CUDA_RETURN(LaunchScaledCopies(dtype, out, 1, post, stream_), "copying out of the fusion buffer");
   return Status::OK();
 }
 

@@ -136,6 +136,55 @@ static void allreduce_args_versions(void) {
   EXPECT(small.struct_size != 8 && small.count == (int64_t)0x5a5a5a5a5a5a5a5aLL);
 }
 
+/* The optional shape of an all-reduce: its product must be the count. */
+static void allreduce_shapes(hvd_allreduce_args_t* a) {
+  const int64_t shape22[2] = {2, 2};
+  const int64_t shape23[2] = {2, 3};
+  const int64_t negative[2] = {-2, -2};
+  a->name = "shaped";
+  a->shape = shape22;
+  a->ndim = 2;
+  CHECK(hvd_allreduce_ex(a, NULL), HVD_SUCCESS, "");
+  a->shape = shape23;
+  CHECK(hvd_allreduce_ex(a, NULL), HVD_INVALID_ARGUMENT, "tensor 'shaped': shape [2, 3] does not hold count 4");
+  a->shape = negative;
+  CHECK(hvd_allreduce_ex(a, NULL), HVD_INVALID_ARGUMENT, "shape [-2, -2] does not hold count 4");
+  a->shape = NULL;
+  CHECK(hvd_allreduce_ex(a, NULL), HVD_INVALID_ARGUMENT, "tensor 'shaped': shape is NULL");
+  a->ndim = -1;
+  CHECK(hvd_allreduce_ex(a, NULL), HVD_INVALID_ARGUMENT, "ndim -1 is not in 0..64");
+  a->ndim = 65;
+  CHECK(hvd_allreduce_ex(a, NULL), HVD_INVALID_ARGUMENT, "ndim 65 is not in 0..64");
+  a->ndim = 0; /* NULL and 0: the shape is [count] */
+  CHECK(hvd_allreduce_ex(a, NULL), HVD_SUCCESS, "");
+}
+
+/* hvd_grouped_allreduce_ex: a group's tensors share set, op, scales and device. */
+static void grouped_allreduce_ex(const hvd_allreduce_args_t* base) {
+  hvd_allreduce_args_t x = *base, y = *base;
+  const hvd_allreduce_args_t* args[2] = {&x, &y};
+  hvd_handle_t* hs[2] = {FORGED_HANDLE, FORGED_HANDLE};
+  x.name = "gx";
+  y.name = "gy";
+  CHECK(hvd_grouped_allreduce_ex(0, args, hs), HVD_INVALID_ARGUMENT, "a group needs at least one tensor, got 0");
+  CHECK(hvd_grouped_allreduce_ex(2, NULL, hs), HVD_INVALID_ARGUMENT, "args and handles must not be NULL");
+  CHECK(hvd_grouped_allreduce_ex(2, args, NULL), HVD_INVALID_ARGUMENT, "args and handles must not be NULL");
+  y.op = HVD_MAX;
+  CHECK(hvd_grouped_allreduce_ex(2, args, hs), HVD_INVALID_ARGUMENT,
+        "tensor 'gy' differs from 'gx' in its process set, reduce op, scale factors or device");
+  EXPECT(hs[0] == NULL && hs[1] == NULL);
+  y.op = x.op;
+  y.name = NULL;
+  CHECK(hvd_grouped_allreduce_ex(2, args, hs), HVD_INVALID_ARGUMENT, "args[1]: tensor name is NULL");
+  y.name = "gx";
+  CHECK(hvd_grouped_allreduce_ex(2, args, hs), HVD_INVALID_USAGE, "");
+  y.name = "gy";
+  CHECK(hvd_grouped_allreduce_ex(2, args, hs), HVD_SUCCESS, "");
+  EXPECT(hvd_wait(hs[0], -1) == HVD_SUCCESS && hvd_wait(hs[1], -1) == HVD_SUCCESS);
+  hvd_handle_release(hs[0]);
+  hvd_handle_release(hs[1]);
+}
+
 static void allreduce(void) {
   hvd_handle_t* h = FORGED_HANDLE;
   hvd_allreduce_args_t a;
@@ -180,7 +229,9 @@ static void allreduce(void) {
   CHECK(hvd_allreduce_ex(&a, NULL), HVD_INVALID_ARGUMENT, "unknown process set -1");
   a.process_set = HVD_GLOBAL_PROCESS_SET;
   CHECK(hvd_allreduce_ex(&a, NULL), HVD_SUCCESS, "");
+  allreduce_shapes(&a);
   allreduce_args_versions();
+  grouped_allreduce_ex(&a);
 }
 
 /* Enqueues allreduce `name` twice back to back; the second finds the first in flight
@@ -287,7 +338,7 @@ static void shaped(void) {
   CHECK(hvd_allgather_async("ag", buf, shape2, 65, HVD_FLOAT32, 0, &h), HVD_INVALID_ARGUMENT, "ndim 65 is not in 1..64");
   CHECK(hvd_allgather_async("ag", buf, negative, 2, HVD_FLOAT32, 0, &h), HVD_INVALID_ARGUMENT, "negative dimension -2");
   CHECK(hvd_allgather_async("ag", NULL, shape2, 2, HVD_FLOAT32, 0, &h), HVD_INVALID_ARGUMENT, "input buffer is null");
-  CHECK(hvd_allgather_async("ag", buf, shape2, 2, (hvd_dtype_t)8, 0, &h), HVD_INVALID_ARGUMENT, "unknown dtype 8");
+  CHECK(hvd_allgather_async("ag", buf, shape2, 2, (hvd_dtype_t)9, 0, &h), HVD_INVALID_ARGUMENT, "unknown dtype 9");
   CHECK(hvd_allgather_async("ag", buf, shape2, 2, HVD_FLOAT32, 77, &h), HVD_INVALID_ARGUMENT, "unknown process set 77");
   CHECK(hvd_allgather("ag", buf, shape2, 0, HVD_FLOAT32, 0, &h), HVD_INVALID_ARGUMENT, "ndim 0");
   EXPECT(h == NULL);

@@ -115,7 +115,8 @@ inline bool IsFloat(DataType d) {
 
 inline std::vector<DataType> AllDataTypes() {
   return {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
-          DataType::kInt8,    DataType::kUInt8,   DataType::kInt32,   DataType::kInt64};
+          DataType::kInt8,    DataType::kUInt8,   DataType::kInt32,   DataType::kInt64,
+          DataType::kInt16};
 }
 
 }  // namespace testing

@@ -20,13 +20,13 @@ namespace {
 
 const DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
                               DataType::kBFloat16, DataType::kInt8,   DataType::kUInt8,
-                              DataType::kInt32,   DataType::kInt64};
+                              DataType::kInt32,   DataType::kInt64,  DataType::kInt16};
 const ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                             ReduceOp::kProduct};
 
 bool IsInteger(DataType t) {
   return t == DataType::kInt8 || t == DataType::kUInt8 || t == DataType::kInt32 ||
-         t == DataType::kInt64;
+         t == DataType::kInt64 || t == DataType::kInt16;
 }
 
 // Rank data chosen so every reference is exact: small integers, non-negative for

@@ -37,7 +37,7 @@ using std::chrono::milliseconds;
 
 const DataType kTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
                            DataType::kBFloat16, DataType::kInt8,   DataType::kUInt8,
-                           DataType::kInt32,   DataType::kInt64};
+                           DataType::kInt32,   DataType::kInt64,  DataType::kInt16};
 const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                          ReduceOp::kProduct};
 // 4 KiB of staging per rank: two 2 KiB slots, so most buffers below take several rounds.

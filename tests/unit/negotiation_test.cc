@@ -287,6 +287,16 @@ TEST(CheckAgreementTest, ElementCount) {
                  {"allreduce", "element count", "rank 0 has 100; rank 1 has 99"});
 }
 
+TEST(CheckAgreementTest, AllreduceShape) {
+  // Same element count, different shape: a mismatch, as in Horovod.
+  ExpectMismatch(Req(proto::ALLREDUCE, "w", {17, 1311}),
+                 [](proto::Request* r) {
+                   r->set_shape(1, 23);
+                   r->add_shape(57);
+                 },
+                 {"allreduce", "shape", "rank 0 has [17, 1311]; rank 1 has [17, 23, 57]"});
+}
+
 TEST(CheckAgreementTest, ReduceOp) {
   ExpectMismatch(Allreduce("w", 4),
                  [](proto::Request* r) { r->set_reduce_op(static_cast<int>(ReduceOp::kMax)); },

@@ -235,7 +235,7 @@ TEST(BFloat16ConversionTest, NaNStaysNaN) {
 
 const DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
                               DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
-                              DataType::kInt32,   DataType::kInt64};
+                              DataType::kInt32,   DataType::kInt64,  DataType::kInt16};
 const ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                             ReduceOp::kProduct};
 
@@ -253,6 +253,7 @@ std::vector<uint8_t> Encode(DataType dtype, const std::vector<double>& v) {
       case DataType::kUInt8: { uint8_t x = static_cast<uint8_t>(v[i]); std::memcpy(p, &x, 1); break; }
       case DataType::kInt32: { int32_t x = static_cast<int32_t>(v[i]); std::memcpy(p, &x, 4); break; }
       case DataType::kInt64: { int64_t x = static_cast<int64_t>(v[i]); std::memcpy(p, &x, 8); break; }
+      case DataType::kInt16: { int16_t x = static_cast<int16_t>(v[i]); std::memcpy(p, &x, 2); break; }
     }
   }
   return out;
@@ -272,6 +273,7 @@ std::vector<double> Decode(DataType dtype, const std::vector<uint8_t>& bytes) {
       case DataType::kUInt8: { uint8_t x; std::memcpy(&x, p, 1); out[i] = x; break; }
       case DataType::kInt32: { int32_t x; std::memcpy(&x, p, 4); out[i] = x; break; }
       case DataType::kInt64: { int64_t x; std::memcpy(&x, p, 8); out[i] = static_cast<double>(x); break; }
+      case DataType::kInt16: { int16_t x; std::memcpy(&x, p, 2); out[i] = x; break; }
     }
   }
   return out;
@@ -511,6 +513,27 @@ TEST(ScaledCopyTest, IntegersTruncateTowardZero) {
   EXPECT_EQ(std::vector<int32_t>(dst, dst + 7), (std::vector<int32_t>{-7, 7, -5, 5, -1, 1, 0}));
 }
 
+// Horovod's exact rule: float32 is scaled by float(factor) in float32 (not in
+// double and rounded once), and the 16-bit floats by float(factor) in float32.
+TEST(ScaledCopyTest, FloatsScaleInFloat32AsHorovodDoes) {
+  const double factor = 0.1915194503788923;  // numpy.random.seed(1234); uniform()
+  std::vector<float> src;
+  for (int i = -100; i < 100; ++i) src.push_back(static_cast<float>(i) * 1.37f);
+  std::vector<float> dst(src.size());
+  ScaledCopy(DataType::kFloat32, dst.data(), src.data(), src.size(), factor);
+  int differs_from_double = 0;
+  for (size_t i = 0; i < src.size(); ++i) {
+    EXPECT_EQ(dst[i], src[i] * static_cast<float>(factor)) << i;
+    differs_from_double += dst[i] != static_cast<float>(src[i] * factor);
+  }
+  EXPECT_GT(differs_from_double, 0) << "the inputs do not tell the two rules apart";
+  std::vector<uint16_t> h, hd(src.size());
+  for (float x : src) h.push_back(FloatToHalf(x));
+  ScaledCopy(DataType::kFloat16, hd.data(), h.data(), h.size(), factor);
+  for (size_t i = 0; i < h.size(); ++i)
+    EXPECT_EQ(hd[i], FloatToHalf(HalfToFloat(h[i]) * static_cast<float>(factor))) << i;
+}
+
 TEST(ScaledCopyTest, FloatsScale) {
   float f[] = {1.5f, -2.0f, 0.0f}, fd[3];
   ScaledCopy(DataType::kFloat32, fd, f, 3, 2.0);
@@ -677,6 +700,7 @@ TEST_P(ReduceFnTest, IdentityLeavesEveryValueUnchanged) {
   switch (dtype) {
     case DataType::kInt8: x = {-128, -1, 0, 1, 127}; break;
     case DataType::kUInt8: x = {0, 1, 128, 255}; break;
+    case DataType::kInt16: x = {INT16_MIN, -1, 0, 1, INT16_MAX}; break;
     case DataType::kInt32: x = {INT32_MIN, -1, 0, 1, INT32_MAX}; break;
     case DataType::kInt64: x = {-9.2233720368547758e18, -1, 0, 1, 4.6e18}; break;
     case DataType::kFloat16: x = {-65504, -1, -0.5, 0, 1, 65504, INFINITY, -INFINITY}; break;

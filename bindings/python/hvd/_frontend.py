@@ -143,8 +143,8 @@ class Frontend:
         full = basics.op_name("allreduce", name, ps)
         buf, dtype = self._buffer(tensor, full)
         out = buf if inplace else self.a.empty_like(buf)
-        args, encoded = self._allreduce_args(full, buf, out, dtype, op, prescale_factor,
-                                             postscale_factor, ps)
+        args, keep = self._allreduce_args(full, buf, out, dtype, op, prescale_factor,
+                                          postscale_factor, ps)
         c_handle = ctypes.c_void_p()
         _lib.check(_lib.lib().hvd_allreduce_ex(ctypes.byref(args), ctypes.byref(c_handle)),
                    "hvd_allreduce_ex(%s)" % full)
@@ -152,15 +152,17 @@ class Frontend:
             finish = lambda _: self._copy_back(tensor, buf)  # noqa: E731
         else:
             finish = lambda _: out  # noqa: E731
-        return _handles.register([c_handle.value], [full], (tensor, buf, out, encoded, args),
+        return _handles.register([c_handle.value], [full], (tensor, buf, out, keep, args),
                                  finish)
 
     def _allreduce_args(self, name, buf, out, dtype, op, prescale_factor, postscale_factor, ps):
-        """(hvd_allreduce_args_t, the encoded name it points to) for one tensor, with
-        the device and stream fields set for a device tensor."""
+        """(hvd_allreduce_args_t, the objects its pointers refer to) for one tensor,
+        with its shape, and the device and stream fields set for a device tensor."""
         device, _, c_stream = self._placement(buf, name, "hvd_allreduce_ex")
         args = _lib.new_allreduce_args()
         encoded = name.encode()
+        shape = self.a.shape(buf)
+        c_shape = _shape_array(shape)
         args.name = encoded
         args.sendbuf = self.a.address(buf) or None
         args.recvbuf = self.a.address(out) or None
@@ -170,10 +172,12 @@ class Frontend:
         args.prescale_factor = float(prescale_factor)
         args.postscale_factor = float(postscale_factor)
         args.process_set = ps
+        args.shape = ctypes.cast(c_shape, ctypes.POINTER(ctypes.c_int64))
+        args.ndim = len(shape)
         if device >= 0:
             args.device = device
             args.stream = c_stream
-        return args, encoded
+        return args, (encoded, c_shape)
 
     def grouped_allreduce_async(self, tensors, average=None, name=None, op=None,
                                 prescale_factor=1.0, postscale_factor=1.0, process_set=None,
@@ -190,27 +194,16 @@ class Frontend:
             finish = lambda _: [self._copy_back(t, b) for t, b in zip(tensors, bufs)]  # noqa
         else:
             finish = lambda _: outs  # noqa: E731
-        if any(self.a.placement(b, nm)[0] >= 0 for b, nm in zip(bufs, names)):
-            built = [self._allreduce_args(nm, b, o, d, op, prescale_factor, postscale_factor,
-                                          ps) for nm, b, o, d in zip(names, bufs, outs, dtypes)]
-            keep = (tensors, bufs, outs, built)
-            c_handles = self._enqueue_each(
-                "hvd_allreduce_ex",
-                [lambda h, a=a: _lib.lib().hvd_allreduce_ex(ctypes.byref(a), h)
-                 for a, _ in built], names, keep)
-            return _handles.register(c_handles, names, keep, finish)
+        built = [self._allreduce_args(nm, b, o, d, op, prescale_factor, postscale_factor, ps)
+                 for nm, b, o, d in zip(names, bufs, outs, dtypes)]
         n = len(tensors)
-        c_names = (ctypes.c_char_p * max(n, 1))(*_encode(names))
-        c_send = (ctypes.c_void_p * max(n, 1))(*[self.a.address(b) or None for b in bufs])
-        c_recv = (ctypes.c_void_p * max(n, 1))(*[self.a.address(o) or None for o in outs])
-        c_counts = (ctypes.c_int64 * max(n, 1))(*[self.a.numel(b) for b in bufs])
-        c_dtypes = (ctypes.c_int * max(n, 1))(*dtypes)
+        c_args = (ctypes.POINTER(_lib.AllreduceArgs) * max(n, 1))(
+            *[ctypes.pointer(a) for a, _ in built])
         c_handles = (ctypes.c_void_p * max(n, 1))()
-        _lib.check(_lib.lib().hvd_grouped_allreduce_async(
-            n, c_names, c_send, c_recv, c_counts, c_dtypes, op, float(prescale_factor),
-            float(postscale_factor), ps, c_handles), "hvd_grouped_allreduce_async(%s)" % base)
+        _lib.check(_lib.lib().hvd_grouped_allreduce_ex(n, c_args, c_handles),
+                   "hvd_grouped_allreduce_ex(%s)" % base)
         return _handles.register(list(c_handles[:n]), names,
-                                 (tensors, bufs, outs, c_names, c_send, c_recv), finish)
+                                 (tensors, bufs, outs, built, c_args), finish)
 
     # ---- grouped calls on shaped tensors (allgather, reducescatter) ------------------
 

@@ -30,9 +30,10 @@ IN_PROGRESS = 9
 SUM, AVERAGE, MIN, MAX, PRODUCT = 0, 1, 2, 3, 4
 
 # hvd_dtype_t.
-FLOAT32, FLOAT64, FLOAT16, BFLOAT16, INT8, UINT8, INT32, INT64 = range(8)
-DTYPE_NAMES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"]
-DTYPE_SIZES = [4, 8, 2, 2, 1, 1, 4, 8]
+FLOAT32, FLOAT64, FLOAT16, BFLOAT16, INT8, UINT8, INT32, INT64, INT16 = range(9)
+DTYPE_NAMES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64",
+               "int16"]
+DTYPE_SIZES = [4, 8, 2, 2, 1, 1, 4, 8, 2]
 
 GLOBAL_PROCESS_SET = 0
 MAX_NAME_LENGTH = 1024
@@ -59,6 +60,8 @@ class AllreduceArgs(ctypes.Structure):
         ("process_set", ctypes.c_int32),
         ("device", ctypes.c_int32),
         ("stream", ctypes.c_void_p),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("ndim", ctypes.c_int32),
     ]
 
 
@@ -162,6 +165,8 @@ _OPTIONAL_PROTOTYPES = {
     "hvd_join_async": (_I, [_I32, _P(_VP)]),
     "hvd_handle_join_rank": (_I, [_VP, _P(_I)]),
     "hvd_cuda_built": (_I, [_P(_I)]),
+    "hvd_nccl_version": (_I, [_P(_I)]),
+    "hvd_grouped_allreduce_ex": (_I, [_I, _P(_P(AllreduceArgs)), _P(_VP)]),
     # The device forms (hvd.h, "Device tensors"); a device tensor needs them.
     "hvd_allgather_ex": (_I, [_CP, _VP, _P(_I64), _I, _I, _I32, _I32, _VP, _P(_VP)]),
     "hvd_broadcast_ex": (_I, [_CP, _VP, _I64, _I, _I, _I32, _I32, _VP, _P(_VP)]),
@@ -230,6 +235,15 @@ def cuda_built():
             check(lib().hvd_cuda_built(ctypes.byref(out)), "hvd_cuda_built")
         _cuda_built = out.value == 1
     return _cuda_built
+
+
+def nccl_version():
+    """The NCCL version code the loaded libhvd was built with (hvd_nccl_version), 0
+    without NCCL."""
+    out = ctypes.c_int(0)
+    if has("hvd_nccl_version"):
+        check(lib().hvd_nccl_version(ctypes.byref(out)), "hvd_nccl_version")
+    return out.value
 
 
 def status_name(code):

@@ -172,7 +172,27 @@ def gloo_built():
 
 
 def nccl_built():
-    return cuda_built()
+    """Horovod's rule: the NCCL version code libhvd was built with (e.g. 22807 for
+    2.28.7), or 0 without NCCL."""
+    return _lib.nccl_version()
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+def mpi_threads_supported():
+    """As Horovod without MPI: dprun does not run over MPI, so this raises ValueError."""
+    raise ValueError("Horovod MPI is not enabled: dprun does not run over MPI "
+                     "(its CPU transports are shared memory and Gloo)")
 
 
 def cuda_built():

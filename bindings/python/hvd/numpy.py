@@ -4,7 +4,7 @@
     hvd.init()
     avg = hvd.allreduce(np.ones(3, np.float32), name="x")
 
-Arrays of float32, float64, float16, int8, uint8, int32 and int64 are supported
+Arrays of float32, float64, float16, int8, uint8, int16, int32 and int64 are supported
 (NumPy has no bfloat16: use hvd.torch for it). Non-contiguous arrays are copied to
 a contiguous buffer; the in-place calls copy the result back into the array they
 were given. Async calls return an int handle; synchronize(handle) returns the
@@ -34,9 +34,10 @@ _DTYPES = {
     np.dtype(np.uint8): _lib.UINT8,
     np.dtype(np.int32): _lib.INT32,
     np.dtype(np.int64): _lib.INT64,
+    np.dtype(np.int16): _lib.INT16,
 }
 _CODE_TO_DTYPE = {code: dtype for dtype, code in _DTYPES.items()}
-_SUPPORTED = "float32, float64, float16, int8, uint8, int32, int64"
+_SUPPORTED = "float32, float64, float16, int8, uint8, int16, int32, int64"
 
 
 class _NumpyAdapter:

@@ -6,7 +6,8 @@ import torch
 import hvd.numpy as hnp
 import hvd.torch as hvd
 
-TORCH_DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"]
+TORCH_DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32",
+                "int64"]
 NUMPY_DTYPES = [d for d in TORCH_DTYPES if d != "bfloat16"]
 
 

@@ -456,7 +456,7 @@ class _HostedDeviceLib:
 
     def __getattr__(self, name):
         fn = getattr(self.real, name)
-        if name.startswith("hvd_grouped") or name.endswith("_async"):
+        if (name.startswith("hvd_grouped") and not name.endswith("_ex")) or name.endswith("_async"):
             def host_call(*args):
                 self.host_calls.append(name)
                 return fn(*args)
@@ -468,6 +468,13 @@ class _HostedDeviceLib:
         self.device_calls.append(("hvd_allreduce_ex", args.device, args.stream))
         args.device, args.stream = -1, None
         return self.real.hvd_allreduce_ex(args_ref, handle)
+
+    def hvd_grouped_allreduce_ex(self, n, c_args, handles):
+        for i in range(n):
+            args = c_args[i].contents
+            self.device_calls.append(("hvd_grouped_allreduce_ex", args.device, args.stream))
+            args.device, args.stream = -1, None
+        return self.real.hvd_grouped_allreduce_ex(n, c_args, handles)
 
     def _device_form(name):
         def call(self, *args):
@@ -524,9 +531,12 @@ def test_device_path_passes_device_and_stream(monkeypatch):
         for a, b in zip(want if isinstance(want, list) else [want],
                         have if isinstance(have, list) else [have]):
             assert torch.equal(a, b), key
-    assert hosted.host_calls == []  # Groups went tensor by tensor through the device forms.
+    # A grouped allreduce went as one group; the other groups went tensor by tensor
+    # through the device forms.
+    assert hosted.host_calls == []
     assert [c[0] for c in hosted.device_calls] == (
-        ["hvd_allreduce_ex"] * 4 + ["hvd_allgather_ex"] * 3 + ["hvd_broadcast_ex",
+        ["hvd_allreduce_ex"] * 2 + ["hvd_grouped_allreduce_ex"] * 2
+        + ["hvd_allgather_ex"] * 3 + ["hvd_broadcast_ex",
                                                                "hvd_alltoall_ex"]
         + ["hvd_reducescatter_ex"] * 3)
     assert all((device, stream) == (0, _FakeStream.cuda_stream)

@@ -10,10 +10,11 @@ with a libhvd built with CUDA (cuda_built()), CUDA tensors.
 Also: ShardedOptimizer (ZeRO stage 1 and 2). See mpi_ops for the collectives,
 optimizer for DistributedOptimizer, sharded for ShardedOptimizer.
 """
-from hvd.basics import (ProcessSet, add_process_set, check_health, cross_rank, cross_size,  # noqa: F401
-                        cuda_built, global_process_set, gloo_built, gloo_enabled, init,
-                        is_homogeneous, is_initialized, local_rank, local_size, mpi_built,
-                        mpi_enabled, nccl_built, rank, remove_process_set, shutdown, size)
+from hvd.basics import (ProcessSet, add_process_set, ccl_built, check_health,  # noqa: F401
+                        cross_rank, cross_size, cuda_built, ddl_built, global_process_set,
+                        gloo_built, gloo_enabled, init, is_homogeneous, is_initialized,
+                        local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported,
+                        nccl_built, rank, remove_process_set, rocm_built, shutdown, size)
 from hvd.errors import (HorovodInternalError, HvdError, HvdTimeoutError, InternalError,  # noqa: F401
                         InvalidArgumentError, InvalidUsageError, MismatchError,
                         NotInitializedError, RemoteError, ShutDownError)

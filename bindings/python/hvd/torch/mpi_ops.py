@@ -1,7 +1,8 @@
 """The horovod.torch 0.28 collectives for torch CPU and CUDA tensors.
 
-Supported dtypes: float32, float64, float16, bfloat16, int8, uint8, int32, int64;
-torch.bool and every other dtype raise InvalidArgumentError, as do sparse tensors
+Supported dtypes: float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64
+(Horovod's list, plus bfloat16); torch.bool and every other dtype raise
+InvalidArgumentError, as do sparse tensors
 and tensors on devices other than the CPU and CUDA. Non-contiguous tensors are
 copied to a contiguous buffer; the in-place calls (trailing underscore) copy the
 result back, so the tensor given is really modified.
@@ -47,8 +48,9 @@ _DTYPES = {
     torch.uint8: _lib.UINT8,
     torch.int32: _lib.INT32,
     torch.int64: _lib.INT64,
+    torch.int16: _lib.INT16,
 }
-_SUPPORTED = "float32, float64, float16, bfloat16, int8, uint8, int32, int64"
+_SUPPORTED = "float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64"
 
 
 def check_tensor(t, what):
@@ -371,6 +373,6 @@ def barrier(process_set=global_process_set):
 def join(device=-1, process_set=global_process_set):
     """For uneven data: call when this rank has no more batches. Until every rank of
     the set has joined, this rank contributes zeros to the others' allreduces (and
-    Average divides by the ranks that contributed). Returns the global rank of the
+    Average still divides by the set's size, as in Horovod). Returns the global rank of the
     last rank to join. `device` is accepted for Horovod compatibility and ignored."""
     return _frontend.join(process_set)
