@@ -31,3 +31,4 @@ from hvd.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgathe
                                reducescatter, reducescatter_async, synchronize)
 from hvd.torch.optimizer import DistributedOptimizer  # noqa: F401
 from hvd.torch.sharded import ShardedOptimizer  # noqa: F401
+from hvd.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
