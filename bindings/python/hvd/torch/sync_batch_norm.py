@@ -32,6 +32,7 @@ needs a device whose batch norm takes it (the CPU's in this torch does not).
 """
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from hvd.basics import size
@@ -108,6 +109,7 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, dy):
         if ctx.count == 0:
             return _empty_grads(dy, ctx.saved_tensors[0], ctx.needs_input_grad)
@@ -132,7 +134,7 @@ class _SyncBatchNormFunction(torch.autograd.Function):
 
 def _empty_grads(dy, weight, needs):
     zeros = None if weight is None else torch.zeros_like(weight)
-    return (dy.clone() if needs[0] else None, zeros if needs[1] else None,
+    return (torch.zeros_like(dy) if needs[0] else None, zeros if needs[1] else None,
             zeros if needs[2] else None, None, None, None, None)
 
 
