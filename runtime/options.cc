@@ -196,6 +196,9 @@ Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
   HVD_RETURN_IF_ERROR(ParseSeconds(
       env, {"HVD_STALL_SHUTDOWN_TIME", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"}, &o.stall_shutdown));
   ParseString(env, {"HVD_TIMELINE", "HOROVOD_TIMELINE"}, &o.timeline_path);
+  if (o.timeline_path == "DYNAMIC") o.timeline_path.clear();
+  HVD_RETURN_IF_ERROR(ParseBool(env, {"HVD_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES"},
+                                &o.timeline_mark_cycles));
   HVD_RETURN_IF_ERROR(ParseBool(env, {"HVD_LOG_CYCLES"}, &o.log_cycles));
   HVD_RETURN_IF_ERROR(ParseBool(env, {"HVD_AUTOTUNE", "HOROVOD_AUTOTUNE"}, &o.autotune));
   ParseString(env, {"HVD_AUTOTUNE_LOG", "HOROVOD_AUTOTUNE_LOG"}, &o.autotune_log);

@@ -73,7 +73,10 @@ struct RuntimeOptions {
   std::vector<std::vector<int>> process_sets;
 
   // --- Diagnostics.
-  std::string timeline_path;   // HVD_TIMELINE, HOROVOD_TIMELINE (rank 0 writes it)
+  // HVD_TIMELINE, HOROVOD_TIMELINE (rank 0 writes it). "DYNAMIC" (Horovod's word)
+  // or unset: no file at start; hvd_start_timeline opens one at any time.
+  std::string timeline_path;
+  bool timeline_mark_cycles = false;  // HVD_TIMELINE_MARK_CYCLES, HOROVOD_TIMELINE_MARK_CYCLES
   bool straggler_report = false;  // HVD_STRAGGLER_REPORT=1: rank 0 leaves its report for dprun
   bool log_cycles = false;     // HVD_LOG_CYCLES=1: log every non-empty cycle to stderr
 

@@ -90,21 +90,25 @@ Status Runtime::Connect(int id, const std::vector<int>& ranks, std::shared_ptr<C
   copts.stall_check = options_.stall_check;
   copts.stall_shutdown = options_.stall_shutdown;
   Communicator* raw = comm.get();
-  if (straggler_ || timeline_) {
+  // The coordinator keeps the straggler report and may write a timeline, which
+  // can start at any time (StartTimeline): its hooks are always installed there.
+  if (rank() == 0) {
     copts.on_arrivals = [this, raw](const std::string& name,
                                     const std::vector<Clock::time_point>& arrivals,
                                     Clock::time_point ready, bool cached) {
       if (raw->id == 0 && straggler_) straggler_->Record(arrivals);
-      if (timeline_) {
-        timeline_->Negotiated(name, arrivals, ready, cached);
+      if (auto timeline = CurrentTimeline()) {
+        timeline->Negotiated(name, arrivals, ready, cached);
         raw->ready_at[name] = ready;
       }
     };
   }
   comm->controller = std::make_unique<Controller>(std::move(plane.channel), copts);
   Executor::PhaseHook hook;
-  if (timeline_) {
+  if (rank() == 0) {
     hook = [this, raw](const proto::Response& r, Phase phase, bool begin) {
+      auto timeline = CurrentTimeline();
+      if (!timeline) return;
       const auto now = Clock::now();
       if (begin) {
         raw->phase_begin = now;
@@ -113,7 +117,7 @@ Status Runtime::Connect(int id, const std::vector<int>& ranks, std::shared_ptr<C
       const char* label = phase == Phase::kCopyIn    ? "COPY_IN"
                           : phase == Phase::kCopyOut ? "COPY_OUT"
                                                      : CollectiveLabel(r.type());
-      for (const auto& name : r.names()) timeline_->Span(name, label, raw->phase_begin, now);
+      for (const auto& name : r.names()) timeline->Span(name, label, raw->phase_begin, now);
     };
   }
   comm->executor = std::make_unique<Executor>(comm->backend.get(), std::move(hook));
@@ -145,7 +149,8 @@ Status Runtime::Start(std::shared_ptr<Store> store) {
   if (rank() == 0) {
     straggler_ = std::make_unique<StragglerTracker>(size());
     if (!options_.timeline_path.empty())
-      HVD_RETURN_IF_ERROR(Timeline::Open(options_.timeline_path, rank(), &timeline_));
+      HVD_RETURN_IF_ERROR(StartTimeline(options_.timeline_path, options_.timeline_mark_cycles)
+                              .Prepend("HVD_TIMELINE"));
   }
   HVD_RETURN_IF_ERROR(CreateGlooDevice(options_.gloo_hostname, options_.gloo_iface, &device_));
   // Which ranks share a host decides each communicator's host plane (host_plane.h).
@@ -224,7 +229,7 @@ Status Runtime::Shutdown() {
   }
   cv_.notify_all();
   if (heartbeat_.joinable()) heartbeat_.join();
-  if (timeline_) timeline_->Close();
+  StopTimeline();
   if (straggler_ && options_.straggler_report && launcher_store_) {
     std::lock_guard<std::mutex> lock(report_mu_);
     if (!report_left_) launcher_store_->Set(kLauncherStragglerKey, straggler_->Report());
@@ -340,6 +345,26 @@ Status MakeAllreduceEntry(AllreduceArgs args, TensorEntry* out) {
   e.device = args.device;
   e.stream = args.stream;
   return Status::OK();
+}
+
+Status Runtime::StartTimeline(const std::string& path, bool mark_cycles) {
+  if (rank() != 0) return Status::OK();
+  if (path.empty()) return Status::InvalidArgument("the timeline's file name is empty");
+  std::lock_guard<std::mutex> lock(timeline_mu_);
+  mark_cycles_.store(mark_cycles, std::memory_order_relaxed);
+  auto current = CurrentTimeline();
+  if (current && current->path() == path) return Status::OK();
+  std::unique_ptr<Timeline> opened;
+  HVD_RETURN_IF_ERROR(Timeline::Open(path, rank(), &opened));
+  std::atomic_store(&timeline_, std::shared_ptr<Timeline>(std::move(opened)));
+  if (current) current->Close();
+  return Status::OK();
+}
+
+void Runtime::StopTimeline() {
+  std::lock_guard<std::mutex> lock(timeline_mu_);
+  auto current = std::atomic_exchange(&timeline_, std::shared_ptr<Timeline>());
+  if (current) current->Close();
 }
 
 Status Runtime::Allreduce(AllreduceArgs args, std::shared_ptr<Work>* work) {
@@ -672,6 +697,9 @@ bool Runtime::RunCycle(Communicator* comm, Clock::time_point now, bool* hurry) {
     Fail(Status(static_cast<StatusCode>(list.abort_code()), list.abort_message()));
     return false;
   }
+  if (comm->id == 0 && list.responses_size() > 0 && mark_cycles_.load(std::memory_order_relaxed)) {
+    if (auto timeline = CurrentTimeline()) timeline->Instant("CYCLE_START", now);
+  }
   if (options_.log_cycles && list.responses_size() > 0)
     std::fprintf(stderr, "dprun: rank %d set %d cycle: %d response(s)\n", rank(), comm->id,
                  list.responses_size());
@@ -692,12 +720,13 @@ Status Runtime::ExecuteResponse(Communicator* comm, const proto::Response& respo
   std::vector<TensorEntry*>& entries = comm->taken_entries;
   entries.resize(response.names_size());
   for (int i = 0; i < response.names_size(); ++i) entries[i] = comm->taken.get(i);
-  if (timeline_) {
+  if (!comm->ready_at.empty()) {  // coordinator with a timeline (or one just stopped)
     const auto now = Clock::now();
+    auto timeline = CurrentTimeline();
     for (const auto& name : response.names()) {
       auto it = comm->ready_at.find(name);
       if (it == comm->ready_at.end()) continue;
-      timeline_->Span(name, "WAIT", it->second, now);
+      if (timeline) timeline->Span(name, "WAIT", it->second, now);
       comm->ready_at.erase(it);
     }
   }

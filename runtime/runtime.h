@@ -99,6 +99,16 @@ class Runtime {
 
   Status Allreduce(AllreduceArgs args, std::shared_ptr<Work>* work);
 
+  // Starts writing a timeline (runtime/timeline.h) to `path`, replacing the one
+  // being written (a call naming the file already being written changes only
+  // `mark_cycles`). Rank 0 writes it; on other ranks this is a no-op, as in
+  // Horovod. mark_cycles adds a CYCLE_START mark per cycle that ran work.
+  // kInvalidArgument if the file cannot be created. Thread-safe.
+  Status StartTimeline(const std::string& path, bool mark_cycles);
+  // Stops the timeline, if one is written; once this returns the file is
+  // complete JSON. Thread-safe.
+  void StopTimeline();
+
   // Validates and enqueues entries atomically (a group), creating their Works,
   // which come back in `works` in the order of `entries` (emptied on failure).
   Status Enqueue(std::vector<TensorEntry> entries, int process_set,
@@ -204,7 +214,14 @@ class Runtime {
   const RuntimeOptions options_;
   std::shared_ptr<Store> store_;
   std::shared_ptr<Store> launcher_store_;
-  std::unique_ptr<Timeline> timeline_;             // rank 0 with HVD_TIMELINE only
+  // Rank 0 while a timeline is written (HVD_TIMELINE, StartTimeline), else null.
+  // Swapped by StartTimeline/StopTimeline on any thread, so read and written only
+  // through std::atomic_load/atomic_store; the background thread holds a copy for
+  // the event it records.
+  std::shared_ptr<Timeline> timeline_;
+  std::mutex timeline_mu_;  // serialises StartTimeline/StopTimeline
+  std::atomic<bool> mark_cycles_{false};
+  std::shared_ptr<Timeline> CurrentTimeline() const { return std::atomic_load(&timeline_); }
   std::unique_ptr<StragglerTracker> straggler_;    // rank 0 only
   std::mutex report_mu_;
   bool report_left_ = false;

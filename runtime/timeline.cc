@@ -8,15 +8,23 @@ namespace hvd {
 Status Timeline::Open(const std::string& path, int rank, std::unique_ptr<Timeline>* out) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr)
-    return Status::InvalidArgument("HVD_TIMELINE: cannot open '" + path + "' for writing: " +
+    return Status::InvalidArgument("cannot open timeline '" + path + "' for writing: " +
                                    std::strerror(errno));
-  out->reset(new Timeline(f, rank));
+  out->reset(new Timeline(f, path, rank));
   return Status::OK();
 }
 
-Timeline::Timeline(std::FILE* file, int rank) : file_(file), rank_(rank), start_(Clock::now()) {
+Timeline::Timeline(std::FILE* file, const std::string& path, int rank)
+    : file_(file), path_(path), rank_(rank), start_(Clock::now()) {
+  // Timestamps count from start_; its wall-clock time lets traces of several runs
+  // be lined up (Horovod's start_time_since_epoch_in_micros).
+  const int64_t epoch_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
   buffer_ = "[\n{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " + std::to_string(rank_) +
-            ", \"args\": {\"name\": \"dprun rank " + std::to_string(rank_) + "\"}},\n";
+            ", \"args\": {\"name\": \"dprun rank " + std::to_string(rank_) + "\"}},\n" +
+            "{\"name\": \"start_time\", \"ph\": \"M\", \"pid\": " + std::to_string(rank_) +
+            ", \"args\": {\"start_time_since_epoch_in_micros\": " + std::to_string(epoch_us) + "}},\n";
   writer_ = std::thread([this] { WriterLoop(); });
 }
 
@@ -102,6 +110,13 @@ void Timeline::Negotiated(const std::string& name, const std::vector<Clock::time
     buffer_ += "{\"name\": \"rank " + std::to_string(r) + " ready\", \"ph\": \"i\", \"s\": \"t\", " + head +
                ", \"ts\": " + std::to_string(Micros(arrivals[r])) + "},\n";
   }
+}
+
+void Timeline::Instant(const char* what, Clock::time_point t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closing_) return;
+  buffer_ += "{\"name\": \"" + std::string(what) + "\", \"ph\": \"i\", \"s\": \"p\", \"pid\": " +
+             std::to_string(rank_) + ", \"tid\": 0, \"ts\": " + std::to_string(Micros(t)) + "},\n";
 }
 
 void Timeline::Span(const std::string& name, const char* phase, Clock::time_point begin,

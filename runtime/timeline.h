@@ -33,7 +33,8 @@ class Timeline {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Creates (truncates) `path`. `rank` labels the trace.
+  // Creates (truncates) `path`. `rank` labels the trace. kInvalidArgument naming
+  // the path if it cannot be opened.
   static Status Open(const std::string& path, int rank, std::unique_ptr<Timeline>* out);
   ~Timeline();
 
@@ -42,12 +43,16 @@ class Timeline {
   // A span [begin, end) named `phase` on `name`'s row.
   void Span(const std::string& name, const char* phase, Clock::time_point begin,
             Clock::time_point end);
+  // An instant event `what` (e.g. "CYCLE_START") on the process's row 0.
+  void Instant(const char* what, Clock::time_point t);
+
+  const std::string& path() const { return path_; }
 
   // Writes what is buffered, terminates the array and closes the file. Idempotent.
   void Close();
 
  private:
-  Timeline(std::FILE* file, int rank);
+  Timeline(std::FILE* file, const std::string& path, int rank);
   void WriterLoop();
   // The row of `name`, announcing it with a metadata event the first time.
   int Row(const std::string& name);
@@ -55,6 +60,7 @@ class Timeline {
   static std::string Escape(const std::string& s);
 
   std::FILE* file_;
+  const std::string path_;
   const int rank_;
   const Clock::time_point start_;
   std::mutex mu_;

@@ -340,6 +340,17 @@ hvd_status_t hvd_handle_received_splits(hvd_handle_t* handle, const int64_t** sp
  * *length receives the report's full length, so a second call can size buf. */
 hvd_status_t hvd_straggler_report(char* buf, size_t capacity, size_t* length);
 
+/* Starts writing a timeline (a Chrome/Perfetto trace of every tensor's
+ * negotiation and execution; docs/protocol.md) to `file_path`, replacing the one
+ * being written, if any; mark_cycles != 0 adds a CYCLE_START mark per cycle that
+ * ran work. Rank 0 writes it; on other ranks the call only checks its arguments.
+ * HVD_TIMELINE=path starts one at init. HVD_INVALID_ARGUMENT if the file cannot
+ * be created. */
+hvd_status_t hvd_start_timeline(const char* file_path, int mark_cycles);
+/* Stops the timeline, if one is being written; the file is complete once this
+ * returns. */
+hvd_status_t hvd_stop_timeline(void);
+
 /* The data plane of process set `process_set`'s host tensors (0: the global set):
  * "shm" (shared memory, every rank on one host), "hierarchical" (shared memory
  * inside hosts, Gloo across) or "gloo" (HVD_CPU_OPERATIONS chooses; see the

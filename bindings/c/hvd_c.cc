@@ -1035,6 +1035,25 @@ hvd_status_t hvd_cuda_built(int* out) {
   })
 }
 
+hvd_status_t hvd_start_timeline(const char* file_path, int mark_cycles) {
+  HVD_C_GUARD({
+    if (file_path == nullptr) return Report(Status::InvalidArgument("file_path is NULL"));
+    std::shared_ptr<hvd::Runtime> rt;
+    Status s = Current(&rt);
+    if (s.ok()) s = rt->StartTimeline(file_path, mark_cycles != 0);
+    return Report(s);
+  })
+}
+
+hvd_status_t hvd_stop_timeline(void) {
+  HVD_C_GUARD({
+    std::shared_ptr<hvd::Runtime> rt;
+    Status s = Current(&rt);
+    if (s.ok()) rt->StopTimeline();
+    return Report(s);
+  })
+}
+
 hvd_status_t hvd_nccl_version(int* out) {
   HVD_C_GUARD({
     if (out == nullptr) return Report(Status::InvalidArgument("out is NULL"));

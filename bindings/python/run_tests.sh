@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the hvd Python test suite three ways: in a single process, then under
-# `dprun -np 2` and `dprun -np 4`, where every rank runs the whole suite.
+# Runs the hvd Python test suite four ways: in a single process, then under
+# `dprun -np 2`, `-np 3` and `-np 4`, where every rank runs the whole suite.
 #
 #   bindings/python/run_tests.sh BUILD_DIR        (e.g. build-py)
 #
@@ -86,11 +86,12 @@ run_ranks() {
 start=$(date +%s)
 run_single
 run_ranks 2
+run_ranks 3
 run_ranks 4
 echo "=== summary ($(( $(date +%s) - start )) s; logs in $LOG_DIR)"
 printf '%s\n' "${summary[@]}"
 if [ "$failures" != 0 ]; then
-  echo "FAILED: $failures of 3 runs"
+  echo "FAILED: $failures of 4 runs"
   exit 1
 fi
-echo "OK: all 3 runs passed"
+echo "OK: all 4 runs passed"

@@ -114,6 +114,46 @@ TEST(Timeline, TracesEveryPhaseOfEveryTensorAndStaysValidWhileRunning) {
   }
 }
 
+// start_timeline / stop_timeline at run time (Horovod's dynamic timeline): each
+// file holds exactly the steps run while it was open, is complete JSON once
+// stopped, marks cycles only when asked, and a second start on the same file
+// keeps it.
+TEST(Timeline, StartsAndStopsWhileRunning) {
+  const std::string dir = ::testing::TempDir();
+  const std::string a = dir + "hvd_tl_a.json", b = dir + "hvd_tl_b.json";
+  std::remove(a.c_str());
+  std::remove(b.c_str());
+  RunRanks(2, [&](int rank, Runtime& rt) {
+    SumStep(rt, "before", rank);
+    ASSERT_TRUE(rt.StartTimeline(a, true).ok());
+    SumStep(rt, "during.a", rank);
+    ASSERT_TRUE(rt.StartTimeline(a, true).ok());  // the same file: kept, not truncated
+    SumStep(rt, "during.a2", rank);
+    ASSERT_TRUE(rt.StartTimeline(b, false).ok());  // another file replaces it
+    SumStep(rt, "during.b", rank);
+    rt.StopTimeline();
+    rt.StopTimeline();  // idempotent
+    SumStep(rt, "after", rank);
+    Status bad = rt.StartTimeline(dir + "no/such/dir/t.json", false);
+    if (rank == 0) {
+      EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+      EXPECT_THAT(bad.message(), HasSubstr("no/such/dir/t.json"));
+    } else {
+      EXPECT_TRUE(bad.ok()) << "only rank 0 writes a timeline";
+    }
+  });
+  const std::string sa = TraceSummary(a, false), sb = TraceSummary(b, false);
+  EXPECT_THAT(sa, HasSubstr("ALLREDUCE during.a"));
+  EXPECT_THAT(sa, HasSubstr("ALLREDUCE during.a2"));
+  EXPECT_THAT(sa, HasSubstr("CYCLE_START"));
+  EXPECT_THAT(sa, Not(HasSubstr("before")));
+  EXPECT_THAT(sa, Not(HasSubstr("during.b")));
+  EXPECT_THAT(sb, HasSubstr("ALLREDUCE during.b"));
+  EXPECT_THAT(sb, Not(HasSubstr("CYCLE_START")));
+  EXPECT_THAT(sb, Not(HasSubstr("after")));
+  EXPECT_THAT(ReadFile(a), HasSubstr("start_time_since_epoch_in_micros"));
+}
+
 TEST(Stall, InspectorNamesMissingRanksAndShutdownTimeFailsTheTensorEverywhere) {
   ::testing::internal::CaptureStderr();
   std::atomic<bool> late_rank_failed{false};

@@ -153,7 +153,7 @@ class Frontend:
         else:
             finish = lambda _: out  # noqa: E731
         return _handles.register([c_handle.value], [full], (tensor, buf, out, keep, args),
-                                 finish)
+                                 finish, key=full)
 
     def _allreduce_args(self, name, buf, out, dtype, op, prescale_factor, postscale_factor, ps):
         """(hvd_allreduce_args_t, the objects its pointers refer to) for one tensor,
@@ -203,7 +203,7 @@ class Frontend:
         _lib.check(_lib.lib().hvd_grouped_allreduce_ex(n, c_args, c_handles),
                    "hvd_grouped_allreduce_ex(%s)" % base)
         return _handles.register(list(c_handles[:n]), names,
-                                 (tensors, bufs, outs, built, c_args), finish)
+                                 (tensors, bufs, outs, built, c_args), finish, key=base)
 
     # ---- grouped calls on shaped tensors (allgather, reducescatter) ------------------
 
@@ -238,7 +238,7 @@ class Frontend:
             c_handles = self._enqueue_each(c_call + "_ex", [
                 lambda h, e=e, b=b, c=c, d=d, p=p: per_tensor(e, b, c, d, p, h)
                 for e, (b, d, _), c, p in zip(encoded, shaped, shapes, places)], names, keep)
-            return _handles.register(c_handles, names, keep, finish)
+            return _handles.register(c_handles, names, keep, finish, key=base)
         n = len(shaped)
         c_names = (ctypes.c_char_p * max(n, 1))(*_encode(names))
         c_send = (ctypes.c_void_p * max(n, 1))(*[self.a.address(b) or None for b, _, _ in shaped])
@@ -249,7 +249,8 @@ class Frontend:
         c_handles = (ctypes.c_void_p * max(n, 1))()
         _lib.check(grouped(n, c_names, c_send, c_shapes, c_ndims, c_dtypes, c_handles),
                    "%s(%s)" % (c_call.replace("hvd_", "hvd_grouped_") + "_async", base))
-        return _handles.register(list(c_handles[:n]), names, (tensors, shaped, shapes), finish)
+        return _handles.register(list(c_handles[:n]), names, (tensors, shaped, shapes), finish,
+                                 key=base)
 
     # ---- allgather ------------------------------------------------------------------
 
@@ -298,7 +299,8 @@ class Frontend:
             finish = lambda _: self._copy_back(tensor, buf)  # noqa: E731
         else:
             finish = lambda _: buf  # noqa: E731
-        return _handles.register([c_handle.value], [full], (tensor, buf, encoded), finish)
+        return _handles.register([c_handle.value], [full], (tensor, buf, encoded), finish,
+                                 key=full)
 
     # ---- alltoall -------------------------------------------------------------------
 
@@ -331,7 +333,7 @@ class Frontend:
             out = self._result(handles[0], full, buf, stream)
             return out, self.a.int32_vector(_handles.received_splits(handles[0], full))
         return _handles.register([c_handle.value], [full], (tensor, buf, c_shape, c_splits),
-                                 finish)
+                                 finish, key=full)
 
     # ---- reducescatter --------------------------------------------------------------
 

@@ -10,6 +10,12 @@ before the C handle is released: host memory, or device memory for a device
 tensor, whose copy the front-end queues on the stream the collective was enqueued
 after, the order in which hvd_handle_release frees it).
 
+A collective's name (the call's name: "allreduce.grad", or a group's base name)
+stays in use from its enqueue until its handle is synchronized, so the same name
+enqueued again before that raises InvalidUsageError (a ValueError, as in Horovod)
+whether or not the first collective already completed: the outcome does not
+depend on how fast the runtime is (basics.op_name checks in_flight()).
+
 synchronize() waits in short slices so that Ctrl-C is honoured, always waits for
 every C handle of the entry to complete before releasing anything (even when one
 failed: a released-but-running collective could still write into its buffers),
@@ -29,33 +35,57 @@ _WAIT_SLICE_MS = 200
 
 _lock = threading.Lock()
 _entries = {}
+_keys_in_flight = {}  # call name -> number of unsynchronized handles under it
 _ids = itertools.count(1)
 _abandoned = []  # Handles no caller will synchronize: see abandon().
 
 
 class _Entry:
-    __slots__ = ("c_handles", "names", "keepalive", "finish")
+    __slots__ = ("c_handles", "names", "keepalive", "finish", "key")
 
-    def __init__(self, c_handles, names, keepalive, finish):
+    def __init__(self, c_handles, names, keepalive, finish, key):
         self.c_handles = c_handles
         self.names = names
         self.keepalive = keepalive
         self.finish = finish
+        self.key = key
 
 
-def _add(c_handles, names, keepalive, finish):
-    entry = _Entry(list(c_handles), list(names), keepalive, finish)
+def _add(c_handles, names, keepalive, finish, key=None):
+    entry = _Entry(list(c_handles), list(names), keepalive, finish, key)
     with _lock:
         handle = next(_ids)
         _entries[handle] = entry
+        if key is not None:
+            _keys_in_flight[key] = _keys_in_flight.get(key, 0) + 1
     return handle
 
 
-def register(c_handles, names, keepalive, finish):
-    """Takes ownership of `c_handles` (ints); returns the new handle."""
+def _remove(handle):
+    """Drops `handle`'s entry and its call name's use; the entry, or None."""
+    with _lock:
+        entry = _entries.pop(handle, None)
+        if entry is not None and entry.key is not None:
+            left = _keys_in_flight[entry.key] - 1
+            if left:
+                _keys_in_flight[entry.key] = left
+            else:
+                del _keys_in_flight[entry.key]
+    return entry
+
+
+def in_flight(key):
+    """Whether a handle enqueued under call name `key` is not synchronized yet."""
+    with _lock:
+        return key in _keys_in_flight
+
+
+def register(c_handles, names, keepalive, finish, key=None):
+    """Takes ownership of `c_handles` (ints); returns the new handle. `key`, the
+    call's name, stays in flight until the handle is synchronized."""
     if _abandoned:
         _reap()
-    return _add(c_handles, names, keepalive, finish)
+    return _add(c_handles, names, keepalive, finish, key)
 
 
 def abandon(c_handles, names, keepalive):
@@ -136,8 +166,7 @@ def synchronize(handle):
         if failure is None:
             return entry.finish(entry.c_handles)
     finally:
-        with _lock:
-            _entries.pop(handle, None)
+        _remove(handle)
         for c_handle in entry.c_handles:
             _lib.lib().hvd_handle_release(c_handle)
     raise failure

@@ -167,6 +167,8 @@ _OPTIONAL_PROTOTYPES = {
     "hvd_cuda_built": (_I, [_P(_I)]),
     "hvd_nccl_version": (_I, [_P(_I)]),
     "hvd_grouped_allreduce_ex": (_I, [_I, _P(_P(AllreduceArgs)), _P(_VP)]),
+    "hvd_start_timeline": (_I, [_CP, _I]),
+    "hvd_stop_timeline": (_I, []),
     # The device forms (hvd.h, "Device tensors"); a device tensor needs them.
     "hvd_allgather_ex": (_I, [_CP, _VP, _P(_I64), _I, _I, _I32, _I32, _VP, _P(_VP)]),
     "hvd_broadcast_ex": (_I, [_CP, _VP, _I64, _I, _I, _I32, _I32, _VP, _P(_VP)]),

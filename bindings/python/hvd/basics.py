@@ -18,6 +18,7 @@ import ctypes
 import itertools
 import threading
 
+from hvd import _handles
 from hvd import _lib
 from hvd import errors
 
@@ -159,6 +160,20 @@ def check_health():
     _lib.check(_lib.lib().hvd_check_health(), "hvd_check_health")
 
 
+def start_timeline(file_path, mark_cycles=False):
+    """Starts writing a timeline (a Chrome/Perfetto trace of every collective) to
+    `file_path`, replacing the one being written; mark_cycles marks each cycle that
+    ran work. Rank 0 writes it; every rank may call this. Raises ValueError before
+    init (NotInitializedError), InvalidArgumentError if the file cannot be created."""
+    _lib.check(_lib.lib().hvd_start_timeline(str(file_path).encode(), 1 if mark_cycles else 0),
+               "hvd_start_timeline(%s)" % file_path)
+
+
+def stop_timeline():
+    """Stops the timeline; its file is complete JSON once this returns."""
+    _lib.check(_lib.lib().hvd_stop_timeline(), "hvd_stop_timeline")
+
+
 def is_homogeneous():
     return size() == local_size() * cross_size()
 
@@ -285,4 +300,8 @@ def op_name(prefix, name, ps_id):
     if len(full.encode()) > _lib.MAX_NAME_LENGTH:
         raise errors.InvalidArgumentError(
             "collective name %r is longer than %d bytes" % (full[:64] + "...", _lib.MAX_NAME_LENGTH))
+    if _handles.in_flight(full):
+        raise errors.InvalidUsageError(
+            "tensor '%s' is already in flight: a name may be enqueued again only after the "
+            "handle of its earlier collective was synchronized" % full, status="HVD_INVALID_USAGE")
     return full

@@ -5,8 +5,17 @@ Every failing C call raises an HvdError whose message is the runtime's own detai
 attribute is the C status name ("HVD_MISMATCH", ...). Each status has its own
 subclass, so callers can catch exactly what they expect; errors that the Python
 layer detects before calling C raise the class the C layer would raise for them:
-InvalidArgumentError (also a ValueError) for an unsupported dtype or device, and
-InvalidUsageError for a CUDA tensor given to a libhvd built without CUDA.
+InvalidArgumentError for an unsupported dtype or device, and InvalidUsageError for
+a CUDA tensor given to a libhvd built without CUDA.
+
+Each class also derives from the built-in class Horovod 0.28 raises in that case,
+so code written for Horovod catches it:
+  every HvdError is a RuntimeError, and HorovodInternalError is HvdError itself
+    (Horovod raises HorovodInternalError, a RuntimeError, when a collective fails:
+    MismatchError, HvdTimeoutError, RemoteError, ShutDownError, InternalError);
+  InvalidArgumentError, InvalidUsageError (a name enqueued twice while in flight)
+    and NotInitializedError are also ValueErrors, as Horovod raises ValueError for
+    bad arguments, duplicate names and calls before init.
 """
 
 
@@ -37,11 +46,11 @@ class InvalidArgumentError(HvdError, ValueError):
     status = "HVD_INVALID_ARGUMENT"
 
 
-class InvalidUsageError(HvdError):
+class InvalidUsageError(HvdError, ValueError):
     status = "HVD_INVALID_USAGE"
 
 
-class NotInitializedError(HvdError):
+class NotInitializedError(HvdError, ValueError):
     status = "HVD_NOT_INITIALIZED"
 
 

@@ -18,10 +18,12 @@ from hvd import _frontend
 from hvd import _handles
 from hvd import _lib
 from hvd import _objects
-from hvd.basics import (ProcessSet, add_process_set, check_health, cross_rank, cross_size,  # noqa: F401
-                        global_process_set, gloo_built, gloo_enabled, init, is_homogeneous,
-                        is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
-                        nccl_built, rank, remove_process_set, shutdown, size)
+from hvd.basics import (ProcessSet, add_process_set, ccl_built, check_health,  # noqa: F401
+                        cross_rank, cross_size, cuda_built, ddl_built, global_process_set,
+                        gloo_built, gloo_enabled, init, is_homogeneous, is_initialized,
+                        local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported,
+                        nccl_built, rank, remove_process_set, rocm_built, shutdown, size,
+                        start_timeline, stop_timeline)
 from hvd.errors import (HorovodInternalError, HvdError, InternalError,  # noqa: F401
                         InvalidArgumentError, MismatchError)
 from hvd._frontend import Adasum, Average, Max, Min, Product, Sum  # noqa: F401

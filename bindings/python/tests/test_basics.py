@@ -20,19 +20,3 @@ def test_topology():
 def test_init_twice_is_a_no_op():
     ht.init()
     assert ht.size() == len(ht.global_process_set.ranks)
-
-
-def test_surface_matches_horovod_torch():
-    names = """init shutdown is_initialized rank size local_rank local_size cross_rank cross_size
-        allreduce allreduce_ allreduce_async allreduce_async_ grouped_allreduce
-        grouped_allreduce_ grouped_allreduce_async grouped_allreduce_async_ allgather
-        allgather_async grouped_allgather broadcast broadcast_ broadcast_async broadcast_async_
-        alltoall alltoall_async reducescatter reducescatter_async grouped_reducescatter
-        barrier join poll synchronize Average Sum Min Max Product Adasum ProcessSet
-        add_process_set remove_process_set global_process_set broadcast_parameters
-        broadcast_optimizer_state broadcast_object allgather_object DistributedOptimizer
-        Compression HorovodInternalError ShardedOptimizer""".split()
-    missing = [n for n in names if not hasattr(ht, n)]
-    assert not missing
-    np_missing = [n for n in names[:38] if not hasattr(hnp, n)]
-    assert not np_missing

@@ -14,7 +14,8 @@ from hvd.basics import (ProcessSet, add_process_set, ccl_built, check_health,  #
                         cross_rank, cross_size, cuda_built, ddl_built, global_process_set,
                         gloo_built, gloo_enabled, init, is_homogeneous, is_initialized,
                         local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported,
-                        nccl_built, rank, remove_process_set, rocm_built, shutdown, size)
+                        nccl_built, rank, remove_process_set, rocm_built, shutdown, size,
+                        start_timeline, stop_timeline)
 from hvd.errors import (HorovodInternalError, HvdError, HvdTimeoutError, InternalError,  # noqa: F401
                         InvalidArgumentError, InvalidUsageError, MismatchError,
                         NotInitializedError, RemoteError, ShutDownError)
@@ -28,7 +29,8 @@ from hvd.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgathe
                                grouped_allgather_async, grouped_allreduce, grouped_allreduce_,
                                grouped_allreduce_async, grouped_allreduce_async_,
                                grouped_reducescatter, grouped_reducescatter_async, join, poll,
-                               reducescatter, reducescatter_async, synchronize)
+                               reducescatter, reducescatter_async, sparse_allreduce_async,
+                               synchronize)
 from hvd.torch.optimizer import DistributedOptimizer  # noqa: F401
 from hvd.torch.sharded import ShardedOptimizer  # noqa: F401
 from hvd.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401

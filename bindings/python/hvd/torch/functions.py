@@ -46,26 +46,40 @@ def _is_number_tree(x):
     return isinstance(x, (bool, int, float))
 
 
-def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
+def _sparse_parameter_ids(model):
+    """ids of the parameters of `model`'s sparse embeddings (none without a model)."""
+    if model is None:
+        return set()
+    return {id(p) for m in model.modules()
+            if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()}
+
+
+def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=global_process_set):
     """Overwrites the optimizer's state and numeric hyperparameters (lr, betas, ...)
     with root_rank's.
 
     As Horovod does: an optimizer whose state is still empty (nothing stepped yet)
     is first initialised by a step with zero gradients (the wrapped optimizer's own
-    step for a DistributedOptimizer, so no allreduce is started); scalar state
-    entries are sent as float64 tensors and cast back to their type. LBFGS is
-    refused. Hyperparameters and state entries that are neither tensors nor numbers
-    (None, strings) are left alone.
+    step for a DistributedOptimizer, so no allreduce is started): sparse gradients
+    for SparseAdam, and for SGD on the parameters of `model`'s sparse embeddings
+    (`model`, optional, is only used to find those); scalar state entries are sent
+    as float64 tensors and cast back to their type. LBFGS is refused.
+    Hyperparameters and state entries that are neither tensors nor numbers (None,
+    strings) are left alone.
     """
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
     state_dict = optimizer.state_dict()
 
     if len(state_dict["state"]) == 0:
+        sparse = _sparse_parameter_ids(model)
         for group in optimizer.param_groups:
             for p in group["params"]:
                 if p.requires_grad and p.grad is None:
                     p.grad = torch.zeros_like(p)
+                    if isinstance(optimizer, torch.optim.SparseAdam) or (
+                            isinstance(optimizer, torch.optim.SGD) and id(p) in sparse):
+                        p.grad = p.grad.to_sparse()
         if getattr(optimizer, "_hvd_distributed", False):
             super(optimizer.__class__, optimizer).step()
         else:
@@ -89,6 +103,11 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
             state_dict["state"][pid][name] = t(tensor.tolist()[0])
         return apply
 
+    def sparse_state_callback(pid, name, dense):
+        def apply():
+            state_dict["state"][pid][name] = dense.to_sparse()
+        return apply
+
     for index, group in enumerate(state_dict["param_groups"]):
         for key, value in sorted(group.items()):
             if key == "params" or not _is_number_tree(value):
@@ -109,6 +128,9 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
                     t = type(value)
                     value = torch.tensor([value], dtype=torch.float64)
                     callbacks[name] = state_callback(pid, key, value, t)
+                elif value.is_sparse:  # SGD's momentum on sparse gradients: sent dense
+                    value = value.to_dense()
+                    callbacks[name] = sparse_state_callback(pid, key, value)
                 params.append((name, value))
 
     broadcast_parameters(params, root_rank, process_set)

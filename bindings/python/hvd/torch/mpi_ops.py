@@ -15,13 +15,17 @@ All of one rank's CUDA tensors in a process set must be on one device (usually
 torch.cuda.set_device(hvd.local_rank())). received_splits of alltoall and the
 results of join stay on the CPU.
 
-The blocking allreduce, grouped_allreduce, allgather, broadcast, alltoall and
-reducescatter are differentiable as in Horovod: allreduce's gradient is the
-allreduce of the gradient with the same op; allgather's is the averaged gradient's
-slice for this rank; broadcast's is the averaged gradient on the root and zero
-elsewhere; alltoall's sends the gradient back; reducescatter's is the allgather of
-the gradient times the scale factors (and 1/size for Average). The async and
-in-place calls are not differentiable.
+The blocking allreduce, allgather, broadcast, alltoall, reducescatter and their
+grouped forms are differentiable with Horovod's definitions: allreduce's gradient
+is the allreduce of the gradient with the same op and scale factors; allgather's
+is the averaged gradient's slice for this rank; broadcast's is the averaged
+gradient on the root and zero elsewhere; alltoall's sends the gradient back;
+reducescatter's is the allgather of the gradient times the scale factors, and
+times the set's size for Sum (not for Average). Each is the gradient, on this
+rank's input, of one objective over all ranks' losses L_r: sum_r L_r for
+allreduce and alltoall, (1/size) sum_r L_r for allgather and broadcast, and
+size * sum_r L_r for reducescatter. The async and in-place calls are not
+differentiable.
 """
 import ctypes
 
@@ -211,6 +215,33 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
                                                 postscale_factor, process_set))
 
 
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Starts the allreduce of a sparse COO tensor as Horovod does: every rank's
+    indices and values are allgathered (op=Average divides the values by the set's
+    size) and rebuilt into one sparse tensor, whose duplicate indices sum when it is
+    coalesced or made dense. Returns a handle to call, not to synchronize():
+    `handle()` waits and returns the result."""
+    if not (torch.is_tensor(tensor) and tensor.is_sparse):
+        raise InvalidArgumentError("sparse_allreduce_async(%s): needs a sparse COO tensor, got %s"
+                                   % (name, type(tensor).__name__ if not torch.is_tensor(tensor)
+                                      else tensor.layout))
+    if op not in (Average, Sum):
+        raise InvalidArgumentError("sparse_allreduce_async(%s): op must be Average or Sum" % name)
+    t = tensor.coalesce()
+    indices_handle = allgather_async(t._indices().transpose(0, 1).contiguous(),
+                                     name="%s.indices" % name, process_set=process_set)
+    values_handle = allgather_async(t._values(), name="%s.values" % name,
+                                    process_set=process_set)
+
+    def handle():
+        values = synchronize(values_handle)
+        indices = synchronize(indices_handle)
+        if op == Average:
+            values = values / process_set.size()
+        return torch.sparse_coo_tensor(indices.transpose(0, 1), values, t.size())
+    return handle
+
+
 # ---- allgather ---------------------------------------------------------------------
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
@@ -226,11 +257,16 @@ class HorovodAllgather(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        ps = ctx.process_set
-        grad_reduced = allreduce(grad_output, op=Average, process_set=ps)
-        dims = allgather(torch.tensor([ctx.dim], dtype=torch.int64), process_set=ps)
-        offset = int(dims[:ps.rank()].sum())
-        return grad_reduced.narrow(0, offset, ctx.dim), None, None
+        return _allgather_grads([grad_output], [ctx.dim], ctx.process_set)[0], None, None
+
+
+def _allgather_grads(grads, dims, ps):
+    """The gradients of allgathered tensors whose first dimensions here were `dims`:
+    each output's averaged gradient, narrowed to this rank's rows."""
+    reduced = grouped_allreduce(list(grads), op=Average, process_set=ps)
+    everyone = allgather(torch.tensor(dims, dtype=torch.int64), process_set=ps)
+    offsets = everyone.view(-1, len(dims))[:ps.rank()].sum(dim=0).tolist()
+    return [g.narrow(0, int(o), d) for g, o, d in zip(reduced, offsets, dims)]
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
@@ -242,9 +278,21 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     return _ops.grouped_allgather_async(tensors, name, process_set)
 
 
+class HorovodGroupedAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.dims = [t.shape[0] if t.dim() else 0 for t in tensors]
+        ctx.process_set = process_set
+        return tuple(synchronize(grouped_allgather_async(list(tensors), name, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        return (None, None) + tuple(_allgather_grads(grad_outputs, ctx.dims, ctx.process_set))
+
+
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
-    """allgather of each tensor as one group (not differentiable)."""
-    return synchronize(grouped_allgather_async(tensors, name, process_set))
+    """allgather of each tensor as one group; differentiable as allgather."""
+    return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
 
 
 # ---- broadcast ---------------------------------------------------------------------
@@ -320,20 +368,25 @@ def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0,
                                     process_set)
 
 
+def _reducescatter_grad_scale(op, prescale_factor, postscale_factor, process_set):
+    """Horovod's factor on a reducescatter's gradient: the scale factors, times the
+    set's size for Sum (for Average, not divided by it)."""
+    scale = float(prescale_factor) * float(postscale_factor)
+    return scale * process_set.size() if op == Sum else scale
+
+
 class HorovodReducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
-        ctx.scale = prescale_factor * postscale_factor
-        ctx.op = op
+        ctx.scale = _reducescatter_grad_scale(op, prescale_factor, postscale_factor, process_set)
         ctx.process_set = process_set
         return synchronize(reducescatter_async(tensor, name, op, prescale_factor,
                                                postscale_factor, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allgather(grad_output.contiguous(), process_set=ctx.process_set)
-        scale = ctx.scale / (ctx.process_set.size() if ctx.op == Average else 1)
-        return grad * scale, None, None, None, None, None
+        grad = allgather(grad_output.contiguous() * ctx.scale, process_set=ctx.process_set)
+        return grad, None, None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
@@ -352,14 +405,28 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=
                                             postscale_factor, process_set)
 
 
+class HorovodGroupedReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):
+        ctx.scale = _reducescatter_grad_scale(op, prescale_factor, postscale_factor, process_set)
+        ctx.process_set = process_set
+        return tuple(synchronize(grouped_reducescatter_async(
+            list(tensors), name, op, prescale_factor, postscale_factor, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = grouped_allgather([g.contiguous() * ctx.scale for g in grad_outputs],
+                                  process_set=ctx.process_set)
+        return (None,) * 5 + tuple(grads)
+
+
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           prescale_factor=1.0, postscale_factor=1.0,
                           process_set=global_process_set):
-    """reducescatter of each tensor as one group (not differentiable)."""
+    """reducescatter of each tensor as one group; differentiable as reducescatter."""
     pairs = [compression.compress(t) for t in tensors]
-    outs = synchronize(grouped_reducescatter_async([p[0] for p in pairs], name, op,
-                                                   prescale_factor, postscale_factor,
-                                                   process_set))
+    outs = HorovodGroupedReducescatter.apply(name, op, prescale_factor, postscale_factor,
+                                             process_set, *[p[0] for p in pairs])
     return [compression.decompress(o, p[1]) for o, p in zip(outs, pairs)]
 
 

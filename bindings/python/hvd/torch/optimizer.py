@@ -25,8 +25,8 @@ from hvd import basics
 from hvd.basics import global_process_set
 from hvd.torch.compression import Compression
 from hvd.torch.functions import broadcast_object
-from hvd.torch.mpi_ops import (Adasum, Average, allgather_async, allreduce_async_,
-                               grouped_allreduce_async_, synchronize)
+from hvd.torch.mpi_ops import (Adasum, Average, allreduce_async_, grouped_allreduce_async_,
+                               sparse_allreduce_async, synchronize)
 
 
 def _split_list(items, n):
@@ -182,21 +182,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return handle, ctx
 
     def _sparse_allreduce_grad_async(self, p, name):
-        # As Horovod: allgather the values and the (transposed) indices and rebuild.
-        t = p.grad.coalesce()
-        indices_handle = allgather_async(t._indices().transpose(0, 1).contiguous(),
-                                         name="%s.indices" % name, process_set=self.process_set)
-        values_handle = allgather_async(t._values(), name="%s.values" % name,
-                                        process_set=self.process_set)
-        op, ps = self.op, self.process_set
-
-        def handle():
-            values = synchronize(values_handle)
-            indices = synchronize(indices_handle)
-            if op == Average:
-                values = values / ps.size()
-            return torch.sparse_coo_tensor(indices.transpose(0, 1), values, t.size())
-        return handle, None
+        return sparse_allreduce_async(p.grad, name, self.op, self.process_set), None
 
     def _grouped_allreduce_grad_async(self, ps):
         name = self._parameter_names.get(ps[0])
