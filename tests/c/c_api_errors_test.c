@@ -66,6 +66,8 @@ static void before_init(void) {
     size_t len = 0;
     CHECK(hvd_straggler_report(NULL, 0, &len), HVD_NOT_INITIALIZED, "hvd_init");
   }
+  CHECK(hvd_start_timeline("t.json", 0), HVD_NOT_INITIALIZED, "hvd_init");
+  CHECK(hvd_stop_timeline(), HVD_NOT_INITIALIZED, "hvd_init");
   /* Handles are checked before the runtime: a forged one is unknown either way. */
   CHECK(hvd_wait(FORGED_HANDLE, 0), HVD_INVALID_ARGUMENT, "unknown handle");
   /* Shutting down what never started is a no-op. */
@@ -535,6 +537,12 @@ static void strings_and_reports(void) {
   EXPECT(len > 0);
   CHECK(hvd_straggler_report(small, sizeof(small), &len), HVD_SUCCESS, "");
   EXPECT(strlen(small) == sizeof(small) - 1); /* truncated, NUL-terminated */
+
+  CHECK(hvd_start_timeline(NULL, 0), HVD_INVALID_ARGUMENT, "file_path is NULL");
+  CHECK(hvd_start_timeline("/nonexistent-dir/t.json", 0), HVD_INVALID_ARGUMENT,
+        "cannot open timeline '/nonexistent-dir/t.json' for writing");
+  CHECK(hvd_stop_timeline(), HVD_SUCCESS, "");
+  CHECK(hvd_stop_timeline(), HVD_SUCCESS, "");
 }
 
 /* After shutdown every call says so, a handle from before still answers, and hvd_init
