@@ -95,6 +95,9 @@ Status Controller::Cycle(const proto::RequestList& mine, Clock::time_point now,
     return Status::Internal("rank " + std::to_string(rank()) +
                             " received a malformed response list from the coordinator");
   ApplyResponses(in, out);
+  stats_.responses += out->responses_size();
+  for (const auto& r : out->responses())
+    stats_.max_fused = std::max<int64_t>(stats_.max_fused, r.names_size());
   return Status::OK();
 }
 

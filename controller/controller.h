@@ -80,6 +80,8 @@ class Controller {
     int64_t cache_bits = 0;     // requests this rank sent as a cache bit
     int64_t cache_hits = 0;     // responses rebuilt from the cache
     int64_t cache_refills = 0;  // tensors cached again after their entry was evicted
+    int64_t responses = 0;      // responses this rank was given to execute
+    int64_t max_fused = 0;      // the most tensors one of them held
   };
   const Stats& stats() const { return stats_; }
 

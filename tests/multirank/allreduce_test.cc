@@ -117,8 +117,10 @@ std::vector<Case> AllCases(const std::vector<int64_t>& counts) {
 }
 
 // Enqueues every case asynchronously (so they fuse), waits, and checks each.
+// `stats`, if given, receives rank 0's negotiation counts for the global set.
 void RunCases(int size, const std::vector<Case>& cases, int64_t fusion_threshold,
-              const std::function<void(RuntimeOptions&)>& adjust = nullptr) {
+              const std::function<void(RuntimeOptions&)>& adjust = nullptr,
+              Controller::Stats* stats = nullptr) {
   RunRanks(
       size,
       [&](int rank, Runtime& rt) {
@@ -152,6 +154,7 @@ void RunCases(int size, const std::vector<Case>& cases, int64_t fusion_threshold
                         c.dtype, "rank " + std::to_string(rank) + " size " + std::to_string(size) +
                                      " " + c.name);
         }
+        if (rank == 0 && stats != nullptr) *stats = rt.NegotiationStats(0);
       },
       [&](RuntimeOptions& o) {
         o.fusion_threshold = fusion_threshold;
@@ -175,8 +178,30 @@ TEST_P(AllreduceSweep, EveryDtypeOpAndCount) {
   RunCases(GetParam(), AllCases({0, 1, 17, 1031}), 128 << 20);
 }
 
+// A 64-byte fusion buffer holds at most 64 one-byte elements: the 33-element
+// tensors of every type run alone or in pairs, and the one-element tensors fuse
+// a few at a time, never all together.
 TEST_P(AllreduceSweep, TinyFusionThresholdSplitsIntoManyBuffers) {
-  RunCases(GetParam(), AllCases({1, 33}), 64);
+  const auto cases = AllCases({1, 33});
+  Controller::Stats stats;
+  RunCases(GetParam(), cases, 64, nullptr, &stats);
+  const int64_t n = static_cast<int64_t>(cases.size());
+  // Fusion joins tensors of one dtype and op (4 each here): one response each with
+  // a large threshold, two or three with this one.
+  EXPECT_GE(stats.responses, n / 2) << "tensors were fused past the 64-byte threshold";
+  EXPECT_GT(stats.max_fused, 1) << "nothing was fused";
+  EXPECT_LE(stats.max_fused, 3) << "a buffer held more than 64 bytes";
+  Controller::Stats unsplit;
+  RunCases(GetParam(), cases, 128 << 20, nullptr, &unsplit);
+  EXPECT_LT(unsplit.responses, stats.responses) << "a large threshold should fuse more";
+}
+
+TEST_P(AllreduceSweep, FusionThresholdZeroRunsEveryTensorAlone) {
+  const auto cases = AllCases({1, 33});
+  Controller::Stats stats;
+  RunCases(GetParam(), cases, 0, nullptr, &stats);
+  EXPECT_EQ(stats.max_fused, 1);
+  EXPECT_EQ(stats.responses, static_cast<int64_t>(cases.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, AllreduceSweep, ::testing::Values(1, 2, 3, 4, 5, 8),

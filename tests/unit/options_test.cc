@@ -147,7 +147,9 @@ TEST(RuntimeOptionsTest, ReadsEveryVariable) {
   EXPECT_TRUE(o.log_cycles);
 }
 
-TEST(RuntimeOptionsTest, FusionThresholdZeroDisablesAndLargeValuesFit) {
+// That 0 disables fusion is checked where it happens (allreduce_test's
+// FusionThresholdZeroRunsEveryTensorAlone); here only the parsing.
+TEST(RuntimeOptionsTest, FusionThresholdZeroAndLargeValuesParse) {
   EXPECT_EQ(ParseOk({{"HVD_FUSION_THRESHOLD", "0"}}).fusion_threshold, 0);
   EXPECT_EQ(ParseOk({{"HVD_FUSION_THRESHOLD", "17179869184"}}).fusion_threshold, int64_t{16} << 30);
 }

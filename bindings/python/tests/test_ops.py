@@ -35,7 +35,7 @@ def test_allreduce_every_op(fe, dtype):
         "min": m.allreduce(mine, op=m.Min, name="ar.min"),
         "max": m.allreduce(mine, op=m.Max, name="ar.max"),
         "product": m.allreduce(mine, op=m.Product, name="ar.prod"),
-        "scaled": m.allreduce(mine, op=m.Sum, prescale_factor=2.0, postscale_factor=0.5,
+        "scaled": m.allreduce(mine, op=m.Sum, prescale_factor=3.0, postscale_factor=0.5,
                               name="ar.scaled"),
         "scalar": m.allreduce(fe.make(np.array(float(hvd.rank() + 1)), dtype), op=m.Sum),
         "empty": m.allreduce(fe.make(np.zeros((0, 4)), dtype), op=m.Sum),
@@ -44,7 +44,8 @@ def test_allreduce_every_op(fe, dtype):
     expected = {
         "sum": stack.sum(0), "average": int_average(stack.sum(0), hvd.size(), dtype),
         "min": stack.min(0), "max": stack.max(0), "product": stack.prod(0),
-        "scaled": stack.sum(0),
+        # 3x each, summed, then halved (integers: truncated toward zero).
+        "scaled": int_average(stack.sum(0) * 3, 2, dtype),
         "scalar": np.array(hvd.size() * (hvd.size() + 1) / 2), "empty": np.zeros((0, 4)),
     }
     for key, out in results.items():
