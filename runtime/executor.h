@@ -7,6 +7,10 @@
 // the way out). A single tensor is reduced in its output buffer directly. Ranks
 // that have joined have no entry and contribute the op's identity.
 //
+// An Adasum all-reduce instead gathers every rank's (prescaled) fused buffer and
+// runs the Adasum tree (runtime/adasum.h) over it per tensor on every rank, then
+// post-scales on the way out; its gathered buffer holds size times the fused bytes.
+//
 // Execute completes every present entry's Work, except when the backend failed:
 // it then returns that failure, which ends the job, and leaves the entries to the
 // caller, which completes them with the job's first failure. Per-tensor errors
@@ -82,6 +86,7 @@ class Executor {
   Status Allreduce(const proto::Response& r, const std::vector<TensorEntry*>& entries);
   Status AllreducePieces(const proto::Response& r, const std::vector<TensorEntry*>& entries,
                          int64_t contributors);
+  Status AllreduceAdasum(const proto::Response& r, const std::vector<TensorEntry*>& entries);
   Status Allgather(const proto::Response& r, const std::vector<TensorEntry*>& entries);
   Status Broadcast(const proto::Response& r, const std::vector<TensorEntry*>& entries);
   Status Alltoall(const proto::Response& r, const std::vector<TensorEntry*>& entries);
@@ -96,6 +101,8 @@ class Executor {
   Backend* backend_;
   PhaseHook on_phase_;
   FusionBuffer fusion_;
+  // Packed allgather inputs, this rank's reduce-scatter block, Adasum's gathered
+  // buffers. Like fusion_, it keeps its largest size.
   FusionBuffer scratch_;
   DeviceOpsFactory device_factory_;
   std::unique_ptr<DeviceOps> device_ops_;

@@ -276,6 +276,7 @@ ReduceFn PickOp(ReduceOp op) {
     case ReduceOp::kProduct: return Kernel<T, ProdOp>();
     case ReduceOp::kMin: return Kernel<T, MinOp>();
     case ReduceOp::kMax: return Kernel<T, MaxOp>();
+    case ReduceOp::kAdasum: break;  // Not element-wise: runtime/adasum.h.
   }
   return nullptr;
 }
@@ -366,7 +367,8 @@ void FillIdentity(DataType dtype, ReduceOp op, void* buf, size_t n) {
     C v{};
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAverage: v = C(0); break;
+      case ReduceOp::kAverage:
+      case ReduceOp::kAdasum: v = C(0); break;
       case ReduceOp::kProduct: v = C(1); break;
       case ReduceOp::kMin:
         v = std::numeric_limits<C>::has_infinity ? std::numeric_limits<C>::infinity()

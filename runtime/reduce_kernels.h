@@ -17,7 +17,8 @@ namespace hvd {
 // dst[i] = op(a[i], b[i]) for i < n. dst may equal a or b.
 using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t n);
 
-// The kernel for (dtype, op); AVERAGE gives the SUM kernel. Never null for valid input.
+// The kernel for (dtype, op); AVERAGE gives the SUM kernel. Null for ADASUM, which is
+// not element-wise (runtime/adasum.h); never null for any other valid input.
 ReduceFn GetReduceFn(DataType dtype, ReduceOp op);
 
 // dst[i] = src[i] * factor (dst may equal src). factor == 1 copies (memmove when needed).
@@ -30,7 +31,7 @@ void ScaledCopy(DataType dtype, void* dst, const void* src, size_t n, double fac
 // C and PyTorch's `torch.div(rounding_mode='trunc')`.
 void DivideBuffer(DataType dtype, void* buf, size_t n, int64_t divisor);
 
-// Fills n elements with the identity of `op` (0 for sum/average, 1 for product;
+// Fills n elements with the identity of `op` (0 for sum/average/adasum, 1 for product;
 // for min +inf on floats and the type's max on integers, for max -inf or the
 // type's lowest): what a joined rank contributes.
 void FillIdentity(DataType dtype, ReduceOp op, void* buf, size_t n);

@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include "controller/control_channel.h"
+#include "runtime/adasum.h"
 #include "runtime/cpu_binding.h"
 #include "runtime/gloo_backend.h"
 #include "runtime/host_plane.h"
@@ -285,6 +286,14 @@ Status Runtime::ValidateEntry(const TensorEntry& e) const {
     return bad("reducescatter supports only sum and average");
   for (int64_t v : e.splits)
     if (v < 0) return bad("negative split size " + std::to_string(v));
+  if (e.type == OpType::kAllreduce && e.reduce_op == ReduceOp::kAdasum) {
+    if (!AdasumSupports(e.dtype))
+      return bad(std::string("Adasum takes float16, bfloat16, float32 or float64, not ") +
+                 DataTypeName(e.dtype));
+    if (e.device >= 0)
+      return bad("Adasum takes host tensors only, and this one is on cuda:" +
+                 std::to_string(e.device) + "; copy it to host memory first");
+  }
   if (e.device < -1)
     return bad("device " + std::to_string(e.device) + " is neither -1 (host) nor a CUDA device id");
   if (e.device >= 0 && e.type != OpType::kBarrier && e.type != OpType::kJoin)

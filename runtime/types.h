@@ -30,8 +30,10 @@ enum class ReduceOp : int {
   kMin = 2,
   kMax = 3,
   kProduct = 4,
+  // Horovod's adaptive summation (runtime/adasum.h): float dtypes on host memory only.
+  kAdasum = 5,
 };
-constexpr int kNumReduceOps = 5;
+constexpr int kNumReduceOps = 6;
 
 // The collective a request asks for. Values equal messages.proto's RequestType.
 enum class OpType : int {

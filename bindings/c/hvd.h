@@ -87,13 +87,23 @@ typedef enum {
  * which contribute zeros, included, as in Horovod); on integer types the
  * division truncates toward zero. Scale factors follow Horovod's rule: integers
  * are scaled in double and truncated toward zero, float32 in float32, float64 in
- * float64, float16 and bfloat16 in float32, rounded back to nearest-even. */
+ * float64, float16 and bfloat16 in float32, rounded back to nearest-even.
+ * HVD_ADASUM is Horovod's adaptive summation, for all-reduce only: pairs of
+ * gradients a, b combine as (1 - a.b/(2|a|^2)) a + (1 - a.b/(2|b|^2)) b, per
+ * tensor, up a binary tree over the set's ranks in rank order (any number of
+ * ranks: an odd one out at a level is carried up to the next; see
+ * runtime/adasum.h). Prescale applies before, postscale after; a joined rank
+ * contributes zeros, which leave the others' result unchanged. It takes float16,
+ * bfloat16, float32 and float64 host tensors (others: HVD_INVALID_ARGUMENT); each
+ * rank gathers every rank's fused buffer, so it needs size times the fused bytes
+ * of host memory. */
 typedef enum {
   HVD_SUM,
   HVD_AVERAGE,
   HVD_MIN,
   HVD_MAX,
   HVD_PRODUCT,
+  HVD_ADASUM,
   HVD_REDUCE_OP_FORCE_INT32 = 0x7fffffff /* not an op: makes the type span int32 */
 } hvd_reduce_op_t;
 

@@ -21,6 +21,16 @@
 #include "runtime/device_ops.h"
 #include "runtime/runtime.h"
 
+// hvd_reduce_op_t mirrors hvd::ReduceOp value for value (runtime/types.h).
+static_assert(HVD_SUM == static_cast<int>(hvd::ReduceOp::kSum) &&
+                  HVD_AVERAGE == static_cast<int>(hvd::ReduceOp::kAverage) &&
+                  HVD_MIN == static_cast<int>(hvd::ReduceOp::kMin) &&
+                  HVD_MAX == static_cast<int>(hvd::ReduceOp::kMax) &&
+                  HVD_PRODUCT == static_cast<int>(hvd::ReduceOp::kProduct) &&
+                  HVD_ADASUM == static_cast<int>(hvd::ReduceOp::kAdasum) &&
+                  HVD_ADASUM + 1 == hvd::kNumReduceOps,
+              "hvd_reduce_op_t and hvd::ReduceOp must agree");
+
 namespace {
 
 using hvd::Status;

@@ -76,6 +76,7 @@ ncclRedOp_t NcclOp(ReduceOp op) {
     case ReduceOp::kMin: return ncclMin;
     case ReduceOp::kMax: return ncclMax;
     case ReduceOp::kProduct: return ncclProd;
+    case ReduceOp::kAdasum: break;  // Refused for device tensors at enqueue.
   }
   HVD_CHECK_MSG(false, "unknown reduce op " + std::to_string(static_cast<int>(op)));
   return ncclSum;

@@ -231,6 +231,22 @@ static void allreduce(void) {
   CHECK(hvd_allreduce_ex(&a, NULL), HVD_INVALID_ARGUMENT, "unknown process set -1");
   a.process_set = HVD_GLOBAL_PROCESS_SET;
   CHECK(hvd_allreduce_ex(&a, NULL), HVD_SUCCESS, "");
+  /* Adasum takes float dtypes in host memory only. */
+  CHECK(hvd_allreduce("ada.int", buf, out, 4, HVD_INT32, HVD_ADASUM), HVD_INVALID_ARGUMENT,
+        "tensor 'ada.int': Adasum takes float16, bfloat16, float32 or float64, not int32");
+  a.name = "ada.device";
+  a.op = HVD_ADASUM;
+  a.device = 0;
+  CHECK(hvd_allreduce_ex(&a, NULL), HVD_INVALID_ARGUMENT,
+        "tensor 'ada.device': Adasum takes host tensors only, and this one is on cuda:0");
+  a.name = "ada";
+  a.device = -1;
+  buf[0] = 3;
+  buf[1] = -1;
+  CHECK(hvd_allreduce_ex(&a, NULL), HVD_SUCCESS, "");
+  EXPECT(out[0] == 3 && out[1] == -1); /* One rank: its own tensor. */
+  a.name = "scaled";
+  a.op = HVD_SUM;
   allreduce_shapes(&a);
   allreduce_args_versions();
   grouped_allreduce_ex(&a);
@@ -395,6 +411,8 @@ static void shaped(void) {
   /* reducescatter */
   CHECK(hvd_reducescatter_async("rs", buf, shape2, 2, HVD_FLOAT32, HVD_MIN, 1, 1, 0, &h), HVD_INVALID_ARGUMENT,
         "reducescatter supports only sum and average");
+  CHECK(hvd_reducescatter_async("rs", buf, shape2, 2, HVD_FLOAT32, HVD_ADASUM, 1, 1, 0, &h), HVD_INVALID_ARGUMENT,
+        "reducescatter supports only sum and average");
   CHECK(hvd_reducescatter_async("rs", buf, shape2, 2, HVD_FLOAT32, (hvd_reduce_op_t)7, 1, 1, 0, &h),
         HVD_INVALID_ARGUMENT, "unknown reduce op 7");
   CHECK(hvd_reducescatter_async("rs", buf, shape2, 70, HVD_FLOAT32, HVD_SUM, 1, 1, 0, &h), HVD_INVALID_ARGUMENT,
@@ -437,6 +455,7 @@ static void grouped(void) {
   int64_t negative[2] = {4, -4};
   hvd_dtype_t dtypes[2] = {HVD_FLOAT32, HVD_FLOAT32};
   hvd_dtype_t bad_dtypes[2] = {HVD_FLOAT32, (hvd_dtype_t)12};
+  hvd_dtype_t int_dtypes[2] = {HVD_INT64, HVD_INT64};
   hvd_handle_t* handles[2] = {FORGED_HANDLE, FORGED_HANDLE};
   int64_t s0[2] = {2, 2}, s1[1] = {3};
   const int64_t* shapes[2] = {s0, s1};
@@ -460,8 +479,11 @@ static void grouped(void) {
         HVD_INVALID_ARGUMENT, "tensor 'g.1': unknown dtype 12");
   CHECK(hvd_grouped_allreduce_async(2, names, sends, recvs, negative, dtypes, HVD_SUM, 1, 1, 0, handles),
         HVD_INVALID_ARGUMENT, "tensor 'g.1': negative count -4");
-  CHECK(hvd_grouped_allreduce_async(2, names, sends, recvs, counts, dtypes, (hvd_reduce_op_t)5, 1, 1, 0, handles),
-        HVD_INVALID_ARGUMENT, "unknown reduce op 5");
+  CHECK(hvd_grouped_allreduce_async(2, names, sends, recvs, counts, dtypes, (hvd_reduce_op_t)6, 1, 1, 0, handles),
+        HVD_INVALID_ARGUMENT, "unknown reduce op 6");
+  CHECK(hvd_grouped_allreduce_async(2, names, sends, recvs, counts, int_dtypes, HVD_ADASUM, 1, 1, 0, handles),
+        HVD_INVALID_ARGUMENT, "tensor 'g.0': Adasum takes float16, bfloat16, float32 or float64, not int64");
+  EXPECT(handles[0] == NULL && handles[1] == NULL);
   /* One name twice in one group: refused as a whole, nothing enqueued. */
   CHECK(hvd_grouped_allreduce_async(2, same, sends, recvs, counts, dtypes, HVD_SUM, 1, 1, 0, handles),
         HVD_INVALID_USAGE, "tensor 'g.same'");

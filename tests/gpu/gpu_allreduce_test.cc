@@ -49,6 +49,7 @@ std::vector<double> Expected(DataType dtype, ReduceOp op, int size, int64_t coun
         case ReduceOp::kMin: acc = std::min(acc, x); break;
         case ReduceOp::kMax: acc = std::max(acc, x); break;
         case ReduceOp::kProduct: acc *= x; break;
+        case ReduceOp::kAdasum: break;  // Host tensors only.
       }
     }
     // AVERAGE divides by the set's size: joined ranks contributed zeros.

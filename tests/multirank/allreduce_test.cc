@@ -58,6 +58,7 @@ std::vector<double> Reference(int size, int64_t count, DataType dtype, ReduceOp 
         case ReduceOp::kProduct: acc[i] *= in[i]; break;
         case ReduceOp::kMin: acc[i] = std::min(acc[i], in[i]); break;
         case ReduceOp::kMax: acc[i] = std::max(acc[i], in[i]); break;
+        case ReduceOp::kAdasum: break;  // Not element-wise: adasum_test.cc.
       }
     }
   }

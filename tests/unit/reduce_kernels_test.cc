@@ -288,6 +288,7 @@ double Reference(ReduceOp op, double a, double b) {
     case ReduceOp::kProduct: return a * b;
     case ReduceOp::kMin: return std::min(a, b);
     case ReduceOp::kMax: return std::max(a, b);
+    case ReduceOp::kAdasum: break;  // Not element-wise: adasum_test.cc.
   }
   return 0;
 }

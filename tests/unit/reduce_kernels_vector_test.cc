@@ -25,6 +25,7 @@ float ScalarOp(ReduceOp op, float a, float b) {
     case ReduceOp::kProduct: return a * b;
     case ReduceOp::kMin: return b < a ? b : a;
     case ReduceOp::kMax: return a < b ? b : a;
+    case ReduceOp::kAdasum: break;  // Not element-wise: adasum_test.cc.
   }
   return 0;
 }

@@ -48,10 +48,11 @@ Average = _lib.AVERAGE
 Min = _lib.MIN
 Max = _lib.MAX
 Product = _lib.PRODUCT
-# Horovod's Adasum: accepted as a value so code that names it imports, rejected when used.
-Adasum = 100
+# Horovod's adaptive summation (hvd.h, HVD_ADASUM): allreduce only, float dtypes.
+Adasum = _lib.ADASUM
 
-_OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product"}
+_OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product",
+             Adasum: "Adasum"}
 
 
 def resolve_op(op, average):
@@ -65,8 +66,6 @@ def resolve_op(op, average):
         op = Average if average else Sum
     if op is None:
         op = Average
-    if op == Adasum:
-        raise errors.InvalidArgumentError("op=Adasum is not supported by dprun")
     if op not in _OP_NAMES:
         raise errors.InvalidArgumentError("unknown reduce op %r" % (op,))
     return op

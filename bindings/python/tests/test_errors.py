@@ -69,8 +69,8 @@ def test_non_cpu_tensor():
 
 
 def test_python_side_argument_errors():
-    with pytest.raises(hvd.InvalidArgumentError, match="Adasum"):
-        ht.allreduce(torch.ones(2), op=ht.Adasum)
+    with pytest.raises(hvd.InvalidArgumentError, match="unknown reduce op 42"):
+        ht.allreduce(torch.ones(2), op=42)
     with pytest.raises(hvd.InvalidArgumentError, match="scalar"):
         ht.allgather(torch.tensor(1.0))
     with pytest.raises(hvd.InvalidArgumentError, match="not registered"):

@@ -37,6 +37,7 @@ from hvd import _lib
 from hvd import basics
 from hvd.basics import global_process_set
 from hvd.errors import InternalError, InvalidArgumentError
+from hvd.torch import _adasum_host
 from hvd.torch import _device
 from hvd.torch.compression import Compression
 
@@ -119,7 +120,8 @@ class _TorchAdapter:
         return torch.tensor(values, dtype=torch.int32)
 
 
-_ops = _frontend.Frontend(_TorchAdapter())
+# Frontend, except that CUDA tensors with op=Adasum go through host memory (_adasum_host).
+_ops = _adasum_host.StagingFrontend(_TorchAdapter())
 
 poll = _handles.poll
 synchronize = _handles.synchronize

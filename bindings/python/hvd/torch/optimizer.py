@@ -321,8 +321,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     """
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
-    if op == Adasum:
-        raise ValueError("op=Adasum is not supported by dprun")
+    if op == Adasum and basics.size() > 1:
+        # Horovod's _DistributedAdasumOptimizer (one rank: the wrapper below, as Horovod).
+        from hvd.torch.adasum_optimizer import DistributedAdasumOptimizer
+        return DistributedAdasumOptimizer(optimizer, named_parameters, compression,
+                                          backward_passes_per_step, process_set)
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups` "
                       "and will be removed in v0.23.0.", DeprecationWarning)
