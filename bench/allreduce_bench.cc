@@ -50,9 +50,9 @@
 #include "bench/harness.h"
 #include "bench/workloads.h"
 #include "bindings/c/hvd.h"
-#include "controller/store.h"
-#include "controller/tcp_store.h"
-#include "runtime/gloo_backend.h"
+#include "controller/store/store.h"
+#include "controller/store/tcp_store.h"
+#include "runtime/transport/gloo/gloo_backend.h"
 
 namespace hvd {
 namespace bench {

@@ -24,11 +24,11 @@
 #include <vector>
 
 #include "controller/autotuner.h"
-#include "controller/control_channel.h"
+#include "runtime/common/control_channel.h"
 #include "controller/messages.pb.h"
 #include "controller/negotiation.h"
 #include "controller/response_cache.h"
-#include "runtime/status.h"
+#include "runtime/common/status.h"
 
 namespace hvd {
 

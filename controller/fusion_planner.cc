@@ -4,7 +4,7 @@
 #include <string>
 #include <tuple>
 
-#include "runtime/types.h"
+#include "runtime/common/types.h"
 
 namespace hvd {
 namespace {

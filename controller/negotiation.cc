@@ -5,8 +5,8 @@
 #include <functional>
 #include <sstream>
 
-#include "runtime/status.h"
-#include "runtime/types.h"
+#include "runtime/common/status.h"
+#include "runtime/common/types.h"
 
 namespace hvd {
 namespace {

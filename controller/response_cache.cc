@@ -1,6 +1,6 @@
 #include "controller/response_cache.h"
 
-#include "runtime/status.h"
+#include "runtime/common/status.h"
 
 namespace hvd {
 

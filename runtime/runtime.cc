@@ -7,11 +7,11 @@
 
 #include <pthread.h>
 
-#include "controller/control_channel.h"
-#include "runtime/adasum.h"
-#include "runtime/cpu_binding.h"
-#include "runtime/gloo_backend.h"
-#include "runtime/host_plane.h"
+#include "runtime/common/control_channel.h"
+#include "runtime/kernels/adasum.h"
+#include "runtime/common/cpu_binding.h"
+#include "runtime/transport/gloo/gloo_backend.h"
+#include "runtime/transport/host_plane.h"
 
 namespace hvd {
 namespace {
@@ -123,7 +123,7 @@ Status Runtime::Connect(int id, const std::vector<int>& ranks, std::shared_ptr<C
   }
   comm->executor = std::make_unique<Executor>(comm->backend.get(), std::move(hook));
   // Device tensors: the DeviceOps is made on this set's first device response, so
-  // CPU-only jobs never touch CUDA (see runtime/device_ops.h).
+  // CPU-only jobs never touch CUDA (see runtime/data/device_ops.h).
   DeviceOpsOptions dopts;
   dopts.store = NewPrefixStore(store_, scope + "device/");
   dopts.rank = my;

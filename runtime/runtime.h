@@ -28,15 +28,15 @@
 #include <vector>
 
 #include "controller/controller.h"
-#include "controller/store.h"
+#include "controller/store/store.h"
 #include "controller/straggler.h"
-#include "runtime/backend.h"
-#include "runtime/executor.h"
-#include "runtime/host_plane.h"
-#include "runtime/options.h"
+#include "runtime/common/backend.h"
+#include "runtime/data/executor.h"
+#include "runtime/transport/host_plane.h"
+#include "runtime/common/options.h"
 #include "runtime/timeline.h"
-#include "runtime/tensor_queue.h"
-#include "runtime/work.h"
+#include "runtime/data/tensor_queue.h"
+#include "runtime/data/work.h"
 
 namespace gloo {
 class Context;
@@ -148,7 +148,7 @@ class Runtime {
   // coordinator (rank 0) keeps one; other ranks get a line saying so.
   std::string StragglerReport() const;
   // The backend moving `process_set`'s host tensors: "shm", "hierarchical" or
-  // "gloo" (see runtime/host_plane.h), a static string; null for an unknown set.
+  // "gloo" (see runtime/transport/host_plane.h), a static string; null for an unknown set.
   const char* HostBackendName(int process_set = 0) const;
   // Per-rank figures behind the report; null on ranks other than 0.
   const StragglerTracker* straggler() const { return straggler_.get(); }

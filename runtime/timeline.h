@@ -25,7 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/status.h"
+#include "runtime/common/status.h"
 
 namespace hvd {
 

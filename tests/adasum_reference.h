@@ -1,6 +1,6 @@
 // Adasum written out the plain way, for tests: sequential double sums, the formula
-// of runtime/adasum.h, the tree as a list of levels, each combination rounded to
-// the dtype. Shares no code with runtime/adasum.cc.
+// of runtime/kernels/adasum.h, the tree as a list of levels, each combination rounded to
+// the dtype. Shares no code with runtime/kernels/adasum.cc.
 #ifndef HVD_TESTS_ADASUM_REFERENCE_H_
 #define HVD_TESTS_ADASUM_REFERENCE_H_
 

@@ -12,8 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "controller/store.h"
-#include "runtime/reduce_kernels.h"
+#include "controller/store/store.h"
+#include "runtime/kernels/reduce_kernels.h"
 
 namespace hvd {
 namespace testing {

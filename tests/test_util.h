@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/options.h"
+#include "runtime/common/options.h"
 #include "runtime/runtime.h"
 
 namespace hvd {

@@ -92,7 +92,7 @@ typedef enum {
  * gradients a, b combine as (1 - a.b/(2|a|^2)) a + (1 - a.b/(2|b|^2)) b, per
  * tensor, up a binary tree over the set's ranks in rank order (any number of
  * ranks: an odd one out at a level is carried up to the next; see
- * runtime/adasum.h). Prescale applies before, postscale after; a joined rank
+ * runtime/kernels/adasum.h). Prescale applies before, postscale after; a joined rank
  * contributes zeros, which leave the others' result unchanged. It takes float16,
  * bfloat16, float32 and float64 host tensors (others: HVD_INVALID_ARGUMENT); each
  * rank gathers every rank's fused buffer, so it needs size times the fused bytes

@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "controller/launch_env.h"
-#include "controller/store.h"
-#include "controller/tcp_store.h"
-#include "runtime/device_ops.h"
+#include "runtime/launch_env.h"
+#include "controller/store/store.h"
+#include "controller/store/tcp_store.h"
+#include "runtime/data/device_ops.h"
 #include "runtime/runtime.h"
 
-// hvd_reduce_op_t mirrors hvd::ReduceOp value for value (runtime/types.h).
+// hvd_reduce_op_t mirrors hvd::ReduceOp value for value (runtime/common/types.h).
 static_assert(HVD_SUM == static_cast<int>(hvd::ReduceOp::kSum) &&
                   HVD_AVERAGE == static_cast<int>(hvd::ReduceOp::kAverage) &&
                   HVD_MIN == static_cast<int>(hvd::ReduceOp::kMin) &&
@@ -118,7 +118,7 @@ struct Instance {
   HandleTable handles;  // guarded by handles_mu
 
   // Rank 0 of a job that mpirun, srun or torchrun started serves the job's store
-  // (controller/launch_env.h). It lives as long as the process, past hvd_shutdown, so
+  // (runtime/launch_env.h). It lives as long as the process, past hvd_shutdown, so
   // other ranks can still finish with it; a later hvd_init reuses it. Guarded by mu.
   std::unique_ptr<hvd::TcpStoreServer> store_server;
 };

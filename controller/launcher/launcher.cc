@@ -17,13 +17,13 @@
 #include <system_error>
 #include <vector>
 
-#include "controller/launch_env.h"
+#include "runtime/launch_env.h"
 #include "controller/launcher/local_spawner.h"
 #include "controller/launcher/prefixed_line_writer.h"
 #include "controller/launcher/rank_placement.h"
 #include "controller/launcher/remote_spawner.h"
 #include "controller/launcher/signal_scope.h"
-#include "controller/tcp_store.h"
+#include "controller/store/tcp_store.h"
 #include "runtime/runtime.h"
 
 extern char** environ;

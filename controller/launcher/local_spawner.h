@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "controller/launcher/rank_placement.h"
-#include "runtime/status.h"
+#include "runtime/common/status.h"
 
 namespace hvd {
 namespace launcher {

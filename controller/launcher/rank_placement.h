@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/status.h"
+#include "runtime/common/status.h"
 
 namespace hvd {
 namespace launcher {

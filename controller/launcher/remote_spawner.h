@@ -31,7 +31,7 @@
 
 #include "controller/launcher/local_spawner.h"
 #include "controller/launcher/rank_placement.h"
-#include "runtime/status.h"
+#include "runtime/common/status.h"
 
 namespace hvd {
 namespace launcher {

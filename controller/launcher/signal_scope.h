@@ -14,7 +14,7 @@
 
 #include <vector>
 
-#include "runtime/status.h"
+#include "runtime/common/status.h"
 
 namespace hvd {
 namespace launcher {

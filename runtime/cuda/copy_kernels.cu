@@ -18,7 +18,7 @@ struct CopyBatch {
   int n;
 };
 
-// Element arithmetic per storage type, matching runtime/reduce_kernels.cc.
+// Element arithmetic per storage type, matching runtime/kernels/reduce_kernels.cc.
 template <typename T>
 struct Elem {  // integers
   __device__ static T Apply(T x, int64_t divisor, double scale) {

@@ -4,7 +4,7 @@
 // One launch moves up to kCopiesPerLaunch tensors: grid row y copies tensor y,
 // its blocks striding over the elements. Each element becomes
 //   dst = (src / divisor) * scale
-// with the same arithmetic as the host kernels (runtime/reduce_kernels.h): float16
+// with the same arithmetic as the host kernels (runtime/kernels/reduce_kernels.h): float16
 // and bfloat16 computed in float32 and rounded to nearest-even, the scale applied
 // in double, integers divided with truncation toward zero and scaled in double.
 // divisor 1 and scale 1 skip their step, so a plain copy is exact for every dtype.
@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/types.h"
+#include "runtime/common/types.h"
 
 namespace hvd {
 namespace cuda {

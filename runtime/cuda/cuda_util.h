@@ -12,8 +12,8 @@
 #include <memory>
 #include <string>
 
-#include "runtime/status.h"
-#include "runtime/types.h"
+#include "runtime/common/status.h"
+#include "runtime/common/types.h"
 
 namespace hvd {
 namespace cuda {

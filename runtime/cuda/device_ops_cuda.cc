@@ -1,12 +1,12 @@
 // DeviceOps in a CUDA build: the factory, and the enqueue-time checks of device
-// tensors. (runtime/device_ops_none.cc is the build without CUDA.)
+// tensors. (runtime/data/device_ops_none.cc is the build without CUDA.)
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include "runtime/cuda/cuda_util.h"
 #include "runtime/cuda/nccl_ops.h"
 #include "runtime/cuda/staging_ops.h"
-#include "runtime/device_ops.h"
+#include "runtime/data/device_ops.h"
 
 namespace hvd {
 namespace {

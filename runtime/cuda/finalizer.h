@@ -23,7 +23,7 @@
 #include <string>
 #include <thread>
 
-#include "runtime/status.h"
+#include "runtime/common/status.h"
 
 namespace hvd {
 namespace cuda {

@@ -23,8 +23,8 @@
 #include <mutex>
 #include <string>
 
-#include "controller/store.h"
-#include "runtime/status.h"
+#include "controller/store/store.h"
+#include "runtime/common/status.h"
 
 namespace hvd {
 namespace cuda {

@@ -5,8 +5,8 @@
 #include <numeric>
 
 #include "runtime/cuda/copy_kernels.h"
-#include "runtime/executor.h"
-#include "runtime/reduce_kernels.h"
+#include "runtime/data/executor.h"
+#include "runtime/kernels/reduce_kernels.h"
 
 namespace hvd {
 namespace cuda {

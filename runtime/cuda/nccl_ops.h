@@ -2,7 +2,7 @@
 //
 // Every response runs on one dedicated non-blocking stream per rank, which first
 // waits (by an event) for the work each caller queued on its own stream. The
-// terms below follow the host executor (runtime/executor.h):
+// terms below follow the host executor (runtime/data/executor.h):
 //   - allreduce: a lone tensor is reduced from its input into its output; fused
 //     tensors are copied into the persistent device fusion buffer by one batched
 //     kernel (prescale on the way in), reduced in place, and copied out by another
@@ -35,7 +35,7 @@
 #include "runtime/cuda/cuda_util.h"
 #include "runtime/cuda/finalizer.h"
 #include "runtime/cuda/nccl_comm.h"
-#include "runtime/device_ops.h"
+#include "runtime/data/device_ops.h"
 
 namespace hvd {
 namespace cuda {

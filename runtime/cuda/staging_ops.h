@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "runtime/cuda/cuda_util.h"
-#include "runtime/device_ops.h"
-#include "runtime/executor.h"
+#include "runtime/data/device_ops.h"
+#include "runtime/data/executor.h"
 
 namespace hvd {
 namespace cuda {

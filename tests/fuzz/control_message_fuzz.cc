@@ -40,11 +40,11 @@
 #include <gloo/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
-#include "controller/control_channel.h"
+#include "runtime/transport/gloo/gloo_control_channel.h"
 #include "controller/controller.h"
 #include "controller/messages.pb.h"
-#include "controller/store.h"
-#include "runtime/gloo_backend.h"
+#include "controller/store/store.h"
+#include "runtime/transport/gloo/gloo_backend.h"
 
 namespace {
 
@@ -233,7 +233,7 @@ void FuzzCoordinator(Reader& in) {
 
 // ---- Mode 2: the Gloo control channel's frame header --------------------------------
 
-// The frame layout of controller/gloo_control_channel.cc, which the raw sender mimics.
+// The frame layout of runtime/transport/gloo/gloo_control_channel.cc, which the raw sender mimics.
 constexpr size_t kFrameBytes = 1024;
 constexpr size_t kHeaderBytes = 8;
 constexpr size_t kInlineBytes = kFrameBytes - kHeaderBytes;

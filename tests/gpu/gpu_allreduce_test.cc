@@ -10,7 +10,7 @@
 #include <cstring>
 #include <thread>
 
-#include "controller/store.h"
+#include "controller/store/store.h"
 #include "runtime/cuda/cuda_util.h"
 #include "runtime/cuda/finalizer.h"
 #include "runtime/cuda/nccl_comm.h"

@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "controller/store.h"
+#include "controller/store/store.h"
 #include "runtime/runtime.h"
 
 namespace hvd {

@@ -11,7 +11,7 @@
 #include <random>
 #include <string>
 
-#include "runtime/reduce_kernels.h"
+#include "runtime/kernels/reduce_kernels.h"
 #include "tests/test_util.h"
 
 namespace hvd {

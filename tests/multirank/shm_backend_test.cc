@@ -7,7 +7,7 @@
 //
 // Timings: ShmTiming.DISABLED_TwoProcessesVersusGloo (run with
 // --gtest_also_run_disabled_tests --gtest_filter='ShmTiming.*').
-#include "runtime/shm_backend.h"
+#include "runtime/transport/shm/shm_backend.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -22,9 +22,9 @@
 #include <sstream>
 #include <thread>
 
-#include "controller/store.h"
-#include "runtime/gloo_backend.h"
-#include "runtime/reduce_kernels.h"
+#include "controller/store/store.h"
+#include "runtime/transport/gloo/gloo_backend.h"
+#include "runtime/kernels/reduce_kernels.h"
 #include "tests/multirank/fork_rank.h"
 #include "tests/test_util.h"
 

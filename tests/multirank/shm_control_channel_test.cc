@@ -5,7 +5,7 @@
 //
 // Timings: ShmControlTiming.DISABLED_RoundTripTwoProcesses (run with
 // --gtest_also_run_disabled_tests --gtest_filter='ShmControlTiming.*').
-#include "controller/shm_control_channel.h"
+#include "runtime/transport/shm/shm_control_channel.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,7 +15,8 @@
 #include <functional>
 #include <thread>
 
-#include "runtime/gloo_backend.h"
+#include "runtime/transport/gloo/gloo_backend.h"
+#include "runtime/transport/gloo/gloo_control_channel.h"
 #include "tests/multirank/fork_rank.h"
 
 namespace hvd {

@@ -23,8 +23,8 @@
 #include <thread>
 #include <vector>
 
-#include "controller/tcp_store.h"
-#include "runtime/cpu_binding.h"
+#include "controller/store/tcp_store.h"
+#include "runtime/common/cpu_binding.h"
 
 namespace hvd {
 namespace {

@@ -1,9 +1,9 @@
-// Unit tests for runtime/adasum.h: the pairwise combination and the tree against
+// Unit tests for runtime/kernels/adasum.h: the pairwise combination and the tree against
 // a straightforward double-precision reference (tests/adasum_reference.h, which
 // rounds each combination to the dtype, as the contract says), fused buffers,
 // zero vectors, every float dtype;
 // and that the fusion planner never puts Adasum tensors with other ops.
-#include "runtime/adasum.h"
+#include "runtime/kernels/adasum.h"
 
 #include <algorithm>
 #include <cmath>

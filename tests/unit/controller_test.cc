@@ -19,7 +19,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "runtime/types.h"
+#include "runtime/common/types.h"
 
 namespace hvd {
 namespace {

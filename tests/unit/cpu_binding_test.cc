@@ -1,5 +1,5 @@
 // How HVD_BIND_TO=core divides a host's CPUs among its ranks.
-#include "runtime/cpu_binding.h"
+#include "runtime/common/cpu_binding.h"
 
 #include <gtest/gtest.h>
 #include <pthread.h>

@@ -1,12 +1,12 @@
-// Choosing a communicator's host plane from where its ranks are (runtime/host_plane.h).
-#include "runtime/host_plane.h"
+// Choosing a communicator's host plane from where its ranks are (runtime/transport/host_plane.h).
+#include "runtime/transport/host_plane.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "runtime/hierarchical_backend.h"
+#include "runtime/transport/hierarchical_backend.h"
 
 namespace hvd {
 namespace {

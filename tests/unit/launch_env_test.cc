@@ -1,6 +1,6 @@
 // DetectLaunchEnv over injected environments: Open MPI, Slurm and torchrun variable
 // sets, the store rule, and the errors that name the variable.
-#include "controller/launch_env.h"
+#include "runtime/launch_env.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

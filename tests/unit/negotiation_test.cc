@@ -10,8 +10,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "runtime/status.h"
-#include "runtime/types.h"
+#include "runtime/common/status.h"
+#include "runtime/common/types.h"
 
 namespace hvd {
 namespace {

@@ -1,6 +1,6 @@
-// Unit tests for runtime/options.h: RuntimeOptions::FromEnv through an injected
+// Unit tests for runtime/common/options.h: RuntimeOptions::FromEnv through an injected
 // getenv (a map lookup), and Validate's cross-field rules.
-#include "runtime/options.h"
+#include "runtime/common/options.h"
 
 #include <algorithm>
 #include <cctype>

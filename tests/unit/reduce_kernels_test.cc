@@ -1,10 +1,10 @@
-// Unit tests for runtime/reduce_kernels.h: the 16-bit float conversions, the
+// Unit tests for runtime/kernels/reduce_kernels.h: the 16-bit float conversions, the
 // element-wise reduce kernels, ScaledCopy, DivideBuffer and FillIdentity.
 //
 // The conversions are checked against an independent reference (std::ldexp on the
 // decoded sign, exponent and mantissa) over every 16-bit pattern, and rounding is
 // checked at, just above and just below every midpoint between neighbouring values.
-#include "runtime/reduce_kernels.h"
+#include "runtime/kernels/reduce_kernels.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// The vectorised 16-bit float kernels (runtime/reduce_kernels.cc converts a block
+// The vectorised 16-bit float kernels (runtime/kernels/reduce_kernels.cc converts a block
 // at a time with branch-free code) must give exactly the bytes of the scalar
 // conversions: every float16/bfloat16 pattern against many partners, for every op,
 // plus ScaledCopy and DivideBuffer across the range (subnormals, overflow, NaN).
@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/reduce_kernels.h"
+#include "runtime/kernels/reduce_kernels.h"
 
 namespace hvd {
 namespace {

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "controller/negotiation.h"
-#include "runtime/work.h"
+#include "runtime/data/work.h"
 
 namespace hvd {
 namespace {

@@ -1,4 +1,4 @@
-// The hvd::Store contract (controller/store.h), run against every implementation:
+// The hvd::Store contract (controller/store/store.h), run against every implementation:
 // InMemoryStore, a PrefixStore over one, TcpStoreClient <-> TcpStoreServer on
 // 127.0.0.1, the server's LocalStore(), and local and remote handles mixed on one
 // key space (what dprun and its ranks do).
@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "controller/store.h"
-#include "controller/tcp_store.h"
+#include "controller/store/store.h"
+#include "controller/store/tcp_store.h"
 
 namespace hvd {
 namespace {

@@ -1,7 +1,7 @@
 // TcpStoreServer under hostile and broken clients, and TcpStoreClient's failure modes.
 // Everything listens and connects on 127.0.0.1 only. After each abuse the server must
 // still serve a good client.
-#include "controller/tcp_store.h"
+#include "controller/store/tcp_store.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "controller/store.pb.h"
+#include "controller/store/store.pb.h"
 
 namespace hvd {
 namespace {

@@ -1,7 +1,7 @@
-// Unit tests for runtime/tensor_queue.h and runtime/work.h: enqueue/pop/take, name
+// Unit tests for runtime/data/tensor_queue.h and runtime/data/work.h: enqueue/pop/take, name
 // reservation while in flight, FailAll, Work's wait/poll/complete contract, and
 // concurrent enqueues.
-#include "runtime/tensor_queue.h"
+#include "runtime/data/tensor_queue.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -18,7 +18,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "runtime/work.h"
+#include "runtime/data/work.h"
 
 namespace hvd {
 namespace {

@@ -18,7 +18,7 @@ As in Horovod: synchronize() does nothing, skip_synchronize() raises, and
 zero_grad() between backward() and step() raises. Gradients accumulate over
 backward_passes_per_step passes without being divided. groups and
 sparse_as_dense do not apply (the allreduced deltas are dense). Unlike Horovod,
-any process set and any number of ranks work (runtime/adasum.h); on a rank
+any process set and any number of ranks work (runtime/kernels/adasum.h); on a rank
 outside the process set, step() is the wrapped optimizer's own step.
 """
 from contextlib import contextmanager

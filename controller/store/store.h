@@ -1,0 +1,56 @@
+// Store: the key-value store that ranks rendezvous through.
+//
+// As in c10d, one interface with several implementations, all held to one contract
+// (tests/unit/store_contract_test.cc):
+//   - InMemoryStore: threads in one process (tests run N runtimes as N threads).
+//   - TcpStoreClient: talks to a TcpStoreServer (controller/store/tcp_store.h) that dprun, or
+//     rank 0 when no launcher is used, serves. Every connection presents the job's secret.
+//
+// Every call that waits takes a timeout and returns StatusCode::kTimeout when it passes.
+// Implementations are thread-safe.
+#ifndef HVD_CONTROLLER_STORE_STORE_H_
+#define HVD_CONTROLLER_STORE_STORE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/common/status.h"
+
+namespace hvd {
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Sets `key` to `value`, replacing any earlier value, and wakes waiters.
+  virtual Status Set(const std::string& key, const std::string& value) = 0;
+
+  // Waits until `key` exists (up to `timeout`), then returns its value.
+  virtual Status Get(const std::string& key, std::chrono::milliseconds timeout,
+                     std::string* value) = 0;
+
+  // Atomically adds `delta` to the integer stored at `key` (absent counts as 0) and
+  // returns the new value. The value is stored as decimal text.
+  virtual Status Add(const std::string& key, int64_t delta, int64_t* result) = 0;
+
+  // Waits until every key exists, up to `timeout`.
+  virtual Status Wait(const std::vector<std::string>& keys,
+                      std::chrono::milliseconds timeout) = 0;
+
+  // Removes `key`; absent keys are not an error.
+  virtual Status Delete(const std::string& key) = 0;
+};
+
+// A store for threads in one process.
+std::shared_ptr<Store> NewInMemoryStore();
+
+// A view of `base` that puts `prefix` in front of every key. Process sets and
+// re-initialisation use it so their keys never collide.
+std::shared_ptr<Store> NewPrefixStore(std::shared_ptr<Store> base, const std::string& prefix);
+
+}  // namespace hvd
+
+#endif  // HVD_CONTROLLER_STORE_STORE_H_

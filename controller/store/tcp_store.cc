@@ -1,0 +1,944 @@
+#include "controller/store/tcp_store.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "controller/store/store.pb.h"
+
+namespace hvd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using proto::StoreRequest;
+using proto::StoreResponse;
+using std::chrono::milliseconds;
+
+// Longer timeouts are clamped to this, so deadline arithmetic never overflows.
+constexpr int64_t kMaxTimeoutMs = 30LL * 24 * 3600 * 1000;
+// A client waits for a reply this much longer than the server's own timeout.
+constexpr milliseconds kReplyMargin{2000};
+// The reply timeout of requests that never wait on the server (SET, ADD, DELETE).
+constexpr milliseconds kSimpleReplyTimeout{30000};
+// The largest reply a client reads: the server's default limit plus room for the envelope.
+constexpr size_t kClientMaxReplyBytes = (64u << 20) + 4096;
+// Bytes read per recv; a connection gets at most kReadsPerWakeup of them per poll round.
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr int kReadsPerWakeup = 16;
+// Bytes a client may send ahead while its previous request is unanswered.
+constexpr size_t kPipelinedBytes = 64 * 1024;
+// The server thread wakes at least this often, whatever its deadlines.
+constexpr int kMaxPollMs = 1000;
+
+std::string ErrnoText(int err) { return std::system_category().message(err); }
+
+int64_t ClampTimeoutMs(int64_t ms) { return std::clamp<int64_t>(ms, 0, kMaxTimeoutMs); }
+
+// Keys are bytes; messages show printable ASCII and escape the rest as \xNN.
+std::string Printable(const std::string& key) {
+  std::string out;
+  for (unsigned char ch : key) {
+    if (out.size() > 200) return out + "...";
+    if (ch >= 0x20 && ch < 0x7f && ch != '\\') {
+      out.push_back(static_cast<char>(ch));
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", ch);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+std::string QuoteKeys(const std::vector<std::string>& keys) {
+  std::string out;
+  for (const auto& k : keys) out += (out.empty() ? "'" : ", '") + Printable(k) + "'";
+  return out;
+}
+
+Status WaitTimedOut(int64_t timeout_ms, const std::vector<std::string>& missing) {
+  return Status::Timeout("store: timed out after " + std::to_string(timeout_ms) +
+                         " ms waiting for key(s) " + QuoteKeys(missing));
+}
+
+// Compares in time that depends only on the length of `expected`.
+bool ConstantTimeEquals(const std::string& given, const std::string& expected) {
+  unsigned diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff |= g ^ static_cast<unsigned char>(expected[i]);
+  }
+  return diff == 0;
+}
+
+std::string Frame(const google::protobuf::MessageLite& message) {
+  const size_t n = message.ByteSizeLong();
+  std::string out(4 + n, '\0');
+  const uint32_t be = htonl(static_cast<uint32_t>(n));
+  std::memcpy(&out[0], &be, 4);
+  message.SerializeToArray(&out[4], static_cast<int>(n));
+  return out;
+}
+
+uint32_t ReadLength(const char* p) {
+  uint32_t be;
+  std::memcpy(&be, p, 4);
+  return ntohl(be);
+}
+
+const char* OpName(StoreRequest::Op op) {
+  switch (op) {
+    case StoreRequest::AUTH:
+      return "AUTH";
+    case StoreRequest::SET:
+      return "SET";
+    case StoreRequest::GET:
+      return "GET";
+    case StoreRequest::ADD:
+      return "ADD";
+    case StoreRequest::WAIT:
+      return "WAIT";
+    case StoreRequest::DELETE:
+      return "DELETE";
+    default:
+      return "an unknown op";
+  }
+}
+
+std::string JoinHostPort(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+// ---- Timed I/O on a non-blocking socket (client side) ----
+
+// Waits until `fd` is ready for `events` or `deadline` passes.
+Status WaitFd(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return Status::Timeout("no reply in time");
+    pollfd p{fd, events, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, kMaxPollMs)));
+    if (r > 0) return Status::OK();
+    if (r < 0 && errno != EINTR) return Status::RemoteError("poll failed: " + ErrnoText(errno));
+  }
+}
+
+Status SendAll(int fd, const std::string& data, Clock::time_point deadline) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      HVD_RETURN_IF_ERROR(WaitFd(fd, POLLOUT, deadline));
+    } else if (n < 0 && errno != EINTR) {
+      return Status::RemoteError("connection lost: " + ErrnoText(errno));
+    }
+  }
+  return Status::OK();
+}
+
+Status RecvAll(int fd, char* buf, size_t len, Clock::time_point deadline) {
+  size_t got = 0;
+  while (got < len) {
+    const ssize_t n = ::recv(fd, buf + got, len - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (n == 0) {
+      return Status::RemoteError("connection lost: the server closed the connection");
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      HVD_RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline));
+    } else if (errno != EINTR) {
+      return Status::RemoteError("connection lost: " + ErrnoText(errno));
+    }
+  }
+  return Status::OK();
+}
+
+// ---- The key space, shared by the server thread and LocalStore() ----
+
+class KeySpace {
+ public:
+  void Set(const std::string& key, const std::string& value) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      map_[key] = value;
+    }
+    cv_.notify_all();
+  }
+
+  bool Get(const std::string& key, std::string* value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it == map_.end()) return false;
+    *value = it->second;
+    return true;
+  }
+
+  Status Add(const std::string& key, int64_t delta, int64_t* result) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      int64_t current = 0;
+      auto it = map_.find(key);
+      if (it != map_.end()) {
+        const std::string& text = it->second;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), current);
+        if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+          return Status::InvalidArgument("store key '" + Printable(key) +
+                                         "' does not hold an integer");
+      }
+      if (__builtin_add_overflow(current, delta, result))
+        return Status::InvalidArgument("store key '" + Printable(key) + "': adding " +
+                                       std::to_string(delta) + " overflows int64");
+      map_[key] = std::to_string(*result);
+    }
+    cv_.notify_all();
+    return Status::OK();
+  }
+
+  void Delete(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_.erase(key);
+  }
+
+  std::vector<std::string> Missing(const std::vector<std::string>& keys) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return MissingLocked(keys);
+  }
+
+  // Blocks the calling (local) thread until every key exists or `timeout` passes.
+  Status WaitFor(const std::vector<std::string>& keys, milliseconds timeout) {
+    const int64_t ms = ClampTimeoutMs(timeout.count());
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, milliseconds(ms), [&] { return MissingLocked(keys).empty(); }))
+      return Status::OK();
+    return WaitTimedOut(ms, MissingLocked(keys));
+  }
+
+ private:
+  std::vector<std::string> MissingLocked(const std::vector<std::string>& keys) {
+    std::vector<std::string> missing;
+    for (const auto& k : keys)
+      if (map_.count(k) == 0) missing.push_back(k);
+    return missing;
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::string> map_;
+};
+
+// Wakes the server thread's poll by writing to its pipe. Disabled (a no-op) once the
+// server has stopped, so a LocalStore that outlives the server stays safe to use.
+class Waker {
+ public:
+  explicit Waker(int fd) : fd_(fd) {}
+  void Wake() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fd_ < 0) return;
+    const char byte = 1;
+    // A full pipe already guarantees a wakeup, so EAGAIN is fine to ignore.
+    [[maybe_unused]] ssize_t n = ::write(fd_, &byte, 1);
+  }
+  void Disable() {
+    std::lock_guard<std::mutex> lock(mu_);
+    fd_ = -1;
+  }
+
+ private:
+  std::mutex mu_;
+  int fd_;
+};
+
+// LocalStore(): direct calls on the key space; mutations wake parked remote requests.
+class LocalKeySpaceStore : public Store {
+ public:
+  LocalKeySpaceStore(std::shared_ptr<KeySpace> space, std::shared_ptr<Waker> waker)
+      : space_(std::move(space)), waker_(std::move(waker)) {}
+
+  Status Set(const std::string& key, const std::string& value) override {
+    space_->Set(key, value);
+    waker_->Wake();
+    return Status::OK();
+  }
+  Status Get(const std::string& key, milliseconds timeout, std::string* value) override {
+    HVD_RETURN_IF_ERROR(space_->WaitFor({key}, timeout));
+    if (!space_->Get(key, value))  // Deleted between the wait and the read.
+      return WaitTimedOut(ClampTimeoutMs(timeout.count()), {key});
+    return Status::OK();
+  }
+  Status Add(const std::string& key, int64_t delta, int64_t* result) override {
+    HVD_RETURN_IF_ERROR(space_->Add(key, delta, result));
+    waker_->Wake();
+    return Status::OK();
+  }
+  Status Wait(const std::vector<std::string>& keys, milliseconds timeout) override {
+    return space_->WaitFor(keys, timeout);
+  }
+  Status Delete(const std::string& key) override {
+    space_->Delete(key);
+    return Status::OK();
+  }
+
+ private:
+  std::shared_ptr<KeySpace> space_;
+  std::shared_ptr<Waker> waker_;
+};
+
+}  // namespace
+
+// ---- Server ----
+
+class TcpStoreServer::Impl {
+ public:
+  Impl(Options opts, int listen_fd, int port, int wake_read, int wake_write)
+      : opts_(std::move(opts)),
+        listen_fd_(listen_fd),
+        port_(port),
+        wake_read_(wake_read),
+        wake_write_(wake_write),
+        space_(std::make_shared<KeySpace>()),
+        waker_(std::make_shared<Waker>(wake_write)) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~Impl() { Stop(); }
+
+  int port() const { return port_; }
+
+  std::shared_ptr<Store> LocalStore() {
+    return std::make_shared<LocalKeySpaceStore>(space_, waker_);
+  }
+
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(stop_mu_);
+      if (stopped_) return;
+      stopped_ = true;
+    }
+    stopping_.store(true);
+    waker_->Wake();
+    if (thread_.joinable()) thread_.join();
+    waker_->Disable();
+    ::close(listen_fd_);
+    ::close(wake_read_);
+    ::close(wake_write_);
+  }
+
+ private:
+  // One client connection. Touched only by the server thread.
+  struct Connection {
+    int fd = -1;
+    std::string peer;
+    bool authenticated = false;
+    Clock::time_point auth_deadline;
+    std::string in;   // Received bytes not yet parsed.
+    std::string out;  // Serialized replies not yet sent, from out_sent on.
+    size_t out_sent = 0;
+    bool parked = false;  // `pending` (a GET or WAIT) waits for keys or its deadline.
+    StoreRequest pending;
+    Clock::time_point deadline;
+    // The client has half-closed (or closed): nothing more to read, but the complete
+    // requests it sent before are still answered; then the connection closes.
+    bool eof = false;
+    bool dead = false;
+  };
+
+  void Loop() {
+    std::vector<pollfd> fds;
+    while (!stopping_.load()) {
+      fds.clear();
+      fds.push_back({wake_read_, POLLIN, 0});
+      fds.push_back({listen_fd_, POLLIN, 0});
+      for (auto& c : conns_) {
+        short events = 0;
+        if (!c->eof && c->in.size() < InputCap(*c)) events |= POLLIN;
+        if (c->out_sent < c->out.size()) events |= POLLOUT;
+        fds.push_back({c->fd, events, 0});
+      }
+      const int r = ::poll(fds.data(), fds.size(), PollTimeoutMs());
+      if (r < 0 && errno != EINTR) {
+        Log("poll failed: " + ErrnoText(errno) + "; retrying");
+        std::this_thread::sleep_for(milliseconds(10));
+        continue;
+      }
+      if (fds[0].revents & POLLIN) DrainWakePipe();
+      if (stopping_.load()) break;
+      if (fds[1].revents & POLLIN) AcceptAll();
+      // conns_ may have grown in AcceptAll; only the first fds.size() - 2 were polled.
+      for (size_t i = 2; i < fds.size(); ++i) {
+        Connection& c = *conns_[i - 2];
+        if (fds[i].revents & POLLOUT) Flush(c);
+        if (!c.dead && (fds[i].revents & (POLLIN | POLLHUP | POLLERR))) ReadFrom(c);
+      }
+      const auto now = Clock::now();
+      for (auto& c : conns_) {
+        if (!c->dead && !c->authenticated && now >= c->auth_deadline)
+          Close(*c, "no AUTH within " + std::to_string(opts_.auth_timeout.count()) + " ms");
+        if (!c->dead && c->parked) AnswerIfReady(*c, now);
+        if (!c->dead) ProcessInput(*c);
+      }
+      conns_.erase(
+          std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->dead; }),
+          conns_.end());
+    }
+    for (auto& c : conns_)
+      if (!c->dead) ::close(c->fd);
+    conns_.clear();
+  }
+
+  int PollTimeoutMs() const {
+    const auto now = Clock::now();
+    auto next = now + milliseconds(kMaxPollMs);
+    for (const auto& c : conns_) {
+      if (c->parked) next = std::min(next, c->deadline);
+      if (!c->authenticated) next = std::min(next, c->auth_deadline);
+    }
+    if (next <= now) return 0;
+    // Round up so the deadline has passed when poll returns.
+    return static_cast<int>(std::chrono::ceil<milliseconds>(next - now).count());
+  }
+
+  void DrainWakePipe() {
+    char buf[256];
+    for (int i = 0; i < 64 && ::read(wake_read_, buf, sizeof(buf)) > 0; ++i) {
+    }
+  }
+
+  void AcceptAll() {
+    // Bounded: a burst of connections is taken in rounds.
+    for (int i = 0; i < 256; ++i) {
+      sockaddr_storage addr{};
+      socklen_t len = sizeof(addr);
+      const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len,
+                               SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+          Log("accept failed: " + ErrnoText(errno));
+        return;
+      }
+      char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
+      ::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), serv, sizeof(serv),
+                    NI_NUMERICHOST | NI_NUMERICSERV);
+      const std::string peer = JoinHostPort(host, std::atoi(serv));
+      if (static_cast<int>(conns_.size()) >= opts_.max_clients) {
+        Log("refusing connection from " + peer + ": already serving " +
+            std::to_string(opts_.max_clients) + " clients (max_clients)");
+        ::close(fd);
+        continue;
+      }
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      auto c = std::make_unique<Connection>();
+      c->fd = fd;
+      c->peer = peer;
+      c->auth_deadline = Clock::now() + opts_.auth_timeout;
+      conns_.push_back(std::move(c));
+    }
+  }
+
+  // How many unparsed bytes a connection may hold: one whole message while it is
+  // being received, but only a little while a request is still being answered (an
+  // honest client never sends ahead), so parked clients cannot pin much memory.
+  size_t InputCap(const Connection& c) const {
+    if (c.parked || c.out_sent < c.out.size()) return kPipelinedBytes;
+    return 4 + opts_.max_message_bytes;
+  }
+
+  void ReadFrom(Connection& c) {
+    char buf[kReadChunk];
+    for (int i = 0; i < kReadsPerWakeup; ++i) {
+      const size_t cap = InputCap(c);
+      if (c.in.size() >= cap) return;
+      const ssize_t n = ::recv(c.fd, buf, std::min(sizeof(buf), cap - c.in.size()), 0);
+      if (n > 0) {
+        c.in.append(buf, static_cast<size_t>(n));
+        // `in` always starts at a message boundary: refuse an oversized length as soon
+        // as it arrives, before any of its body is read.
+        if (c.in.size() >= 4 && ReadLength(c.in.data()) > opts_.max_message_bytes)
+          return Close(c, "message length " + std::to_string(ReadLength(c.in.data())) +
+                              " exceeds the limit of " + std::to_string(opts_.max_message_bytes) +
+                              " bytes");
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == ECONNRESET) return CloseReset(c);
+      if (n < 0) return Close(c, "recv failed: " + ErrnoText(errno));
+      c.eof = true;  // ProcessInput answers what is buffered, then closes.
+      return;
+    }
+  }
+
+  // Parses and handles complete messages, one at a time: the next is taken only after
+  // the previous reply has been sent, so a client that does not read cannot grow `out`.
+  void ProcessInput(Connection& c) {
+    while (!c.dead && !c.parked && c.out_sent == c.out.size() && c.in.size() >= 4) {
+      const uint32_t len = ReadLength(c.in.data());
+      if (len > opts_.max_message_bytes)
+        return Close(c, "message length " + std::to_string(len) + " exceeds the limit of " +
+                            std::to_string(opts_.max_message_bytes) + " bytes");
+      if (c.in.size() < 4 + static_cast<size_t>(len)) break;
+      StoreRequest req;
+      if (!req.ParseFromArray(c.in.data() + 4, static_cast<int>(len)))
+        return Close(c, "malformed message (" + std::to_string(len) + " bytes do not parse)");
+      c.in.erase(0, 4 + static_cast<size_t>(len));
+      Handle(c, req);
+    }
+    if (c.eof) CloseAfterEof(c);
+  }
+
+  // Once the client's end of stream is reached and every complete request before it
+  // is answered, closes: quietly between messages (a goodbye), with a reason if part
+  // of a message is left (a protocol error).
+  void CloseAfterEof(Connection& c) {
+    if (c.dead || c.parked || c.out_sent < c.out.size()) return;
+    if (c.in.empty()) return Close(c, "");
+    Close(c, "connection closed mid-message (" + std::to_string(c.in.size()) +
+                 " bytes of an incomplete message)");
+  }
+
+  void Handle(Connection& c, const StoreRequest& req) {
+    StoreResponse resp;
+    if (!c.authenticated) {
+      if (req.op() != StoreRequest::AUTH)
+        return Close(c, std::string("first message is ") + OpName(req.op()) + ", not AUTH");
+      if (!ConstantTimeEquals(req.secret(), opts_.secret)) {
+        resp.set_code(static_cast<int>(StatusCode::kInvalidArgument));
+        resp.set_message("authentication failed: wrong secret");
+        Reply(c, resp);
+        return Close(c, "wrong secret");
+      }
+      c.authenticated = true;
+      return Reply(c, resp);
+    }
+    switch (req.op()) {
+      case StoreRequest::AUTH:
+        break;
+      case StoreRequest::SET:
+        space_->Set(req.key(), req.value());
+        break;
+      case StoreRequest::GET:
+      case StoreRequest::WAIT:
+        c.parked = true;
+        c.pending = req;
+        c.deadline = Clock::now() + milliseconds(ClampTimeoutMs(req.timeout_ms()));
+        AnswerIfReady(c, Clock::now());
+        return;
+      case StoreRequest::ADD: {
+        int64_t result = 0;
+        SetStatus(space_->Add(req.key(), req.delta(), &result), &resp);
+        resp.set_number(result);
+        break;
+      }
+      case StoreRequest::DELETE:
+        space_->Delete(req.key());
+        break;
+      default:
+        SetStatus(Status::InvalidArgument("store: unknown op " + std::to_string(req.op())), &resp);
+    }
+    Reply(c, resp);
+  }
+
+  // Answers the parked GET or WAIT if its keys exist or its deadline has passed.
+  void AnswerIfReady(Connection& c, Clock::time_point now) {
+    const StoreRequest& req = c.pending;
+    std::vector<std::string> keys;
+    if (req.op() == StoreRequest::GET) {
+      keys.push_back(req.key());
+    } else {
+      keys.assign(req.keys().begin(), req.keys().end());
+    }
+    StoreResponse resp;
+    std::vector<std::string> missing = space_->Missing(keys);
+    if (missing.empty() && req.op() == StoreRequest::GET &&
+        !space_->Get(req.key(), resp.mutable_value()))
+      missing.push_back(req.key());
+    if (!missing.empty()) {
+      if (now < c.deadline) return;
+      SetStatus(WaitTimedOut(ClampTimeoutMs(req.timeout_ms()), missing), &resp);
+    }
+    c.parked = false;
+    Reply(c, resp);
+  }
+
+  static void SetStatus(const Status& s, StoreResponse* resp) {
+    resp->set_code(static_cast<int>(s.code()));
+    resp->set_message(s.message());
+  }
+
+  void Reply(Connection& c, const StoreResponse& resp) {
+    if (c.out_sent == c.out.size()) {
+      c.out.clear();
+      c.out_sent = 0;
+    }
+    c.out += Frame(resp);
+    Flush(c);
+  }
+
+  void Flush(Connection& c) {
+    while (!c.dead && c.out_sent < c.out.size()) {
+      const ssize_t n =
+          ::send(c.fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
+      if (n > 0) {
+        c.out_sent += static_cast<size_t>(n);
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return;
+      } else if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+        return CloseReset(c);
+      } else if (n < 0 && errno != EINTR) {
+        return Close(c, "send failed: " + ErrnoText(errno));
+      }
+    }
+  }
+
+  // Closes a connection the client reset: it exited, or closed with a reply unread.
+  // That is a goodbye unless it left part of a message behind.
+  void CloseReset(Connection& c) {
+    if (c.in.empty()) return Close(c, "");
+    Close(c, "connection reset with " + std::to_string(c.in.size()) + " bytes unprocessed");
+  }
+
+  // Closes the connection; a non-empty `reason` is logged.
+  void Close(Connection& c, const std::string& reason) {
+    if (c.dead) return;
+    if (!reason.empty()) Log("closing connection from " + c.peer + ": " + reason);
+    ::close(c.fd);
+    c.dead = true;
+    c.parked = false;
+  }
+
+  void Log(const std::string& line) {
+    if (opts_.log) {
+      opts_.log(line);
+    } else {
+      std::fprintf(stderr, "dprun store: %s\n", line.c_str());
+    }
+  }
+
+  const Options opts_;
+  const int listen_fd_;
+  const int port_;
+  const int wake_read_;
+  const int wake_write_;
+  std::shared_ptr<KeySpace> space_;
+  std::shared_ptr<Waker> waker_;
+  std::vector<std::unique_ptr<Connection>> conns_;  // Server thread only.
+  std::atomic<bool> stopping_{false};
+  std::mutex stop_mu_;
+  bool stopped_ = false;  // Guarded by stop_mu_.
+  std::thread thread_;
+};
+
+namespace {
+
+// Binds and listens on the first address of host:port that works.
+Status Listen(const std::string& host, int port, int* fd_out, int* port_out) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const int gai = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (gai != 0)
+    return Status::InvalidArgument("store: cannot resolve listen address '" + host +
+                                   "': " + ::gai_strerror(gai));
+  std::string last_error = "no usable address";
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      last_error = "socket: " + ErrnoText(errno);
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 1024) != 0) {
+      last_error = ErrnoText(errno);
+      ::close(fd);
+      continue;
+    }
+    sockaddr_storage bound{};
+    socklen_t len = sizeof(bound);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+    *port_out =
+        ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                          : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    *fd_out = fd;
+    ::freeaddrinfo(res);
+    return Status::OK();
+  }
+  ::freeaddrinfo(res);
+  return Status::Internal("store: cannot listen on " + JoinHostPort(host, port) + ": " +
+                          last_error);
+}
+
+}  // namespace
+
+Status TcpStoreServer::Start(const Options& opts, std::unique_ptr<TcpStoreServer>* out) {
+  if (opts.host.empty()) return Status::InvalidArgument("store: listen host is empty");
+  if (opts.port < 0 || opts.port > 65535)
+    return Status::InvalidArgument("store: port " + std::to_string(opts.port) +
+                                   " is outside 0..65535");
+  if (opts.max_message_bytes == 0 || opts.max_message_bytes > UINT32_MAX)
+    return Status::InvalidArgument("store: max_message_bytes must be in 1..2^32-1, got " +
+                                   std::to_string(opts.max_message_bytes));
+  if (opts.max_clients < 1)
+    return Status::InvalidArgument("store: max_clients must be at least 1, got " +
+                                   std::to_string(opts.max_clients));
+  int listen_fd = -1, port = 0;
+  HVD_RETURN_IF_ERROR(Listen(opts.host, opts.port, &listen_fd, &port));
+  int wake[2];
+  if (::pipe2(wake, O_NONBLOCK | O_CLOEXEC) != 0) {
+    ::close(listen_fd);
+    return Status::Internal("store: pipe2 failed: " + ErrnoText(errno));
+  }
+  out->reset(new TcpStoreServer(std::make_unique<Impl>(opts, listen_fd, port, wake[0], wake[1])));
+  return Status::OK();
+}
+
+TcpStoreServer::TcpStoreServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TcpStoreServer::~TcpStoreServer() { Stop(); }
+int TcpStoreServer::port() const { return impl_->port(); }
+void TcpStoreServer::Stop() { impl_->Stop(); }
+std::shared_ptr<Store> TcpStoreServer::LocalStore() { return impl_->LocalStore(); }
+
+// ---- Client ----
+
+namespace {
+
+class TcpStoreClient : public Store {
+ public:
+  TcpStoreClient(int fd, std::string endpoint) : fd_(fd), endpoint_(std::move(endpoint)) {}
+  ~TcpStoreClient() override { ::close(fd_); }
+
+  Status Authenticate(const std::string& secret, milliseconds reply_timeout) {
+    StoreRequest req;
+    req.set_op(StoreRequest::AUTH);
+    req.set_secret(secret);
+    StoreResponse resp;
+    Status s = Call(req, reply_timeout, &resp);
+    if (!s.ok()) return s.Prepend("store " + endpoint_ + " refused this client");
+    return s;
+  }
+
+  Status Set(const std::string& key, const std::string& value) override {
+    StoreRequest req;
+    req.set_op(StoreRequest::SET);
+    req.set_key(key);
+    req.set_value(value);
+    StoreResponse resp;
+    return Call(req, kSimpleReplyTimeout, &resp);
+  }
+
+  Status Get(const std::string& key, milliseconds timeout, std::string* value) override {
+    StoreRequest req;
+    req.set_op(StoreRequest::GET);
+    req.set_key(key);
+    req.set_timeout_ms(ClampTimeoutMs(timeout.count()));
+    StoreResponse resp;
+    HVD_RETURN_IF_ERROR(Call(req, milliseconds(req.timeout_ms()) + kReplyMargin, &resp));
+    *value = std::move(*resp.mutable_value());
+    return Status::OK();
+  }
+
+  Status Add(const std::string& key, int64_t delta, int64_t* result) override {
+    StoreRequest req;
+    req.set_op(StoreRequest::ADD);
+    req.set_key(key);
+    req.set_delta(delta);
+    StoreResponse resp;
+    HVD_RETURN_IF_ERROR(Call(req, kSimpleReplyTimeout, &resp));
+    *result = resp.number();
+    return Status::OK();
+  }
+
+  Status Wait(const std::vector<std::string>& keys, milliseconds timeout) override {
+    StoreRequest req;
+    req.set_op(StoreRequest::WAIT);
+    for (const auto& k : keys) req.add_keys(k);
+    req.set_timeout_ms(ClampTimeoutMs(timeout.count()));
+    StoreResponse resp;
+    return Call(req, milliseconds(req.timeout_ms()) + kReplyMargin, &resp);
+  }
+
+  Status Delete(const std::string& key) override {
+    StoreRequest req;
+    req.set_op(StoreRequest::DELETE);
+    req.set_key(key);
+    StoreResponse resp;
+    return Call(req, kSimpleReplyTimeout, &resp);
+  }
+
+ private:
+  // Sends `req` and reads its reply, waiting at most `reply_timeout` in all. A transport
+  // failure breaks the connection for good; the server's own error codes do not.
+  Status Call(const StoreRequest& req, milliseconds reply_timeout, StoreResponse* resp) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.ok()) return broken_;
+    Status s = Exchange(req, Clock::now() + reply_timeout, resp);
+    if (!s.ok()) {
+      std::string what = std::string(OpName(req.op()));
+      if (!req.key().empty()) what += " '" + Printable(req.key()) + "'";
+      if (req.keys_size() > 0)
+        what += " " + QuoteKeys(std::vector<std::string>(req.keys().begin(), req.keys().end()));
+      if (s.code() == StatusCode::kTimeout)
+        s = Status::Timeout("no reply to " + what + " within " +
+                            std::to_string(reply_timeout.count()) + " ms");
+      else
+        s = s.Prepend(what);
+      s = s.Prepend("store " + endpoint_);
+      broken_ =
+          Status::RemoteError("store " + endpoint_ +
+                              ": connection unusable after an earlier error (" + s.message() + ")");
+      return s;
+    }
+    const int code = resp->code();
+    if (code == 0) return Status::OK();
+    if (code < 0 || code > static_cast<int>(StatusCode::kInProgress))
+      return Status::RemoteError("store " + endpoint_ + ": reply has unknown code " +
+                                 std::to_string(code) + ": " + resp->message());
+    return Status(static_cast<StatusCode>(code), resp->message());
+  }
+
+  Status Exchange(const StoreRequest& req, Clock::time_point deadline, StoreResponse* resp) {
+    HVD_RETURN_IF_ERROR(SendAll(fd_, Frame(req), deadline));
+    char header[4];
+    HVD_RETURN_IF_ERROR(RecvAll(fd_, header, 4, deadline));
+    const uint32_t len = ReadLength(header);
+    if (len > kClientMaxReplyBytes)
+      return Status::RemoteError("reply length " + std::to_string(len) + " exceeds " +
+                                 std::to_string(kClientMaxReplyBytes) + " bytes");
+    std::string body(len, '\0');
+    HVD_RETURN_IF_ERROR(RecvAll(fd_, body.data(), len, deadline));
+    if (!resp->ParseFromString(body)) return Status::RemoteError("malformed reply");
+    return Status::OK();
+  }
+
+  std::mutex mu_;
+  const int fd_;
+  const std::string endpoint_;
+  Status broken_;  // Guarded by mu_. Not OK once the connection is unusable.
+};
+
+// One attempt: resolves host:port and tries each address until `deadline`.
+// kInvalidArgument means retrying cannot help.
+Status TryConnect(const std::string& host, int port, Clock::time_point deadline, int* fd_out) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const int gai = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (gai == EAI_NONAME)
+    return Status::InvalidArgument("store: cannot resolve host '" + host + "'");
+  if (gai != 0) return Status::RemoteError(std::string("resolving: ") + ::gai_strerror(gai));
+  Status last = Status::RemoteError("no address");
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      last = Status::RemoteError("socket: " + ErrnoText(errno));
+      continue;
+    }
+    int err = 0;
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+      err = errno;
+      if (err == EINPROGRESS) {
+        last = WaitFd(fd, POLLOUT, deadline);
+        socklen_t len = sizeof(err);
+        err = last.ok() ? 0 : ETIMEDOUT;
+        if (last.ok()) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      }
+    }
+    if (err == 0) {
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      *fd_out = fd;
+      ::freeaddrinfo(res);
+      return Status::OK();
+    }
+    last = Status::RemoteError(ErrnoText(err));
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return last;
+}
+
+}  // namespace
+
+Status ConnectTcpStore(const std::string& host, int port, const std::string& secret,
+                       milliseconds connect_timeout, std::shared_ptr<Store>* out) {
+  if (port < 1 || port > 65535)
+    return Status::InvalidArgument("store: port " + std::to_string(port) + " is outside 1..65535");
+  const std::string endpoint = JoinHostPort(host, port);
+  const auto start = Clock::now();
+  const auto deadline = start + milliseconds(ClampTimeoutMs(connect_timeout.count()));
+  milliseconds backoff(10);
+  int fd = -1;
+  // Bounded by `deadline`: every pass either connects, fails for good, or sleeps.
+  for (int attempt = 1;; ++attempt) {
+    Status s = TryConnect(host, port, deadline, &fd);
+    if (s.ok()) break;
+    if (s.code() == StatusCode::kInvalidArgument) return s;
+    const auto now = Clock::now();
+    if (now >= deadline)
+      return Status::Timeout("store: could not connect to " + endpoint + " within " +
+                             std::to_string(connect_timeout.count()) + " ms (" +
+                             std::to_string(attempt) + " attempts; last: " + s.message() + ")");
+    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+    backoff = std::min(backoff * 2, milliseconds(250));
+  }
+  auto client = std::make_shared<TcpStoreClient>(fd, endpoint);
+  const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+  HVD_RETURN_IF_ERROR(client->Authenticate(secret, std::max(left, milliseconds(1000))));
+  *out = std::move(client);
+  return Status::OK();
+}
+
+Status ParseHostPort(const std::string& s, std::string* host, int* port) {
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("bad host:port '" + s + "': " + why);
+  };
+  std::string h, p;
+  if (!s.empty() && s[0] == '[') {
+    const size_t close = s.find(']');
+    if (close == std::string::npos) return bad("missing ']'");
+    if (close + 1 >= s.size() || s[close + 1] != ':') return bad("missing ':port'");
+    h = s.substr(1, close - 1);
+    p = s.substr(close + 2);
+  } else {
+    const size_t colon = s.rfind(':');
+    if (colon == std::string::npos) return bad("missing ':port'");
+    h = s.substr(0, colon);
+    p = s.substr(colon + 1);
+    if (h.find(':') != std::string::npos) return bad("an IPv6 host must be in brackets");
+  }
+  if (h.empty()) return bad("empty host");
+  if (p.empty() || p.size() > 5 ||
+      !std::all_of(p.begin(), p.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+    return bad("port must be a number in 1..65535");
+  const int value = std::stoi(p);
+  if (value < 1 || value > 65535) return bad("port must be a number in 1..65535");
+  *host = h;
+  *port = value;
+  return Status::OK();
+}
+
+}  // namespace hvd

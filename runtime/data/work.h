@@ -1,0 +1,128 @@
+// Work: the completion state of one enqueued collective, shared between the caller
+// (through a C API handle) and the background thread.
+//
+// The background thread calls Complete exactly once; callers Poll or Wait. Results
+// whose size is known only after negotiation (allgather, alltoall) are owned by
+// the Work and read through result() after it completed successfully.
+// Thread-safe.
+#ifndef HVD_RUNTIME_DATA_WORK_H_
+#define HVD_RUNTIME_DATA_WORK_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/common/cpu_binding.h"
+#include "runtime/common/cpu_relax.h"
+#include "runtime/common/status.h"
+
+namespace hvd {
+
+class Work {
+ public:
+  // How long Wait spins before it sleeps.
+  static constexpr std::chrono::microseconds kSpin{20};
+
+  explicit Work(std::string name) : name_(std::move(name)) {}
+
+  const std::string& name() const { return name_; }
+
+  bool Poll() const { return done_.load(std::memory_order_acquire); }
+
+  // Waits up to `timeout` (negative: until done). Returns kInProgress if still
+  // running, else the final status.
+  //
+  // A caller waiting on many tensors in turn (a DDP step's handles) usually finds
+  // the next one completing within microseconds of the last: it spins briefly
+  // before sleeping, so the background thread's completion loop does not pay a
+  // futex wake and a context switch per tensor. Not on a thread bound to one CPU
+  // (dprun --bind-to core with a core per rank): the background thread shares it,
+  // and every microsecond spun is one it cannot run (4 spins a step of 1000 x
+  // 4 KiB cost ~80 us there).
+  Status Wait(std::chrono::milliseconds timeout) const {
+    if (done_.load(std::memory_order_acquire)) return status_;
+    if (timeout.count() != 0 && CallingThreadCpuCount() != 1) {
+      const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+      do {
+        for (int i = 0; i < 64; ++i) {
+          if (done_.load(std::memory_order_acquire)) return status_;
+          CpuRelax();
+        }
+      } while (std::chrono::steady_clock::now() < spin_until);
+    }
+    // wait_for converts to nanoseconds; anything past ~100 years waits "forever".
+    if (timeout > std::chrono::hours(24 * 365 * 100)) timeout = std::chrono::milliseconds(-1);
+    std::unique_lock<std::mutex> lock(mu_);
+    // Paired with Complete: whichever of the two goes second in the seq_cst order
+    // sees the other (the waiter sees done_, or Complete sees a waiter).
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    const auto done = [&] { return done_.load(std::memory_order_seq_cst); };
+    bool finished = true;
+    if (timeout.count() < 0) {
+      cv_.wait(lock, done);
+    } else {
+      finished = cv_.wait_for(lock, timeout, done);
+    }
+    waiters_.fetch_sub(1, std::memory_order_relaxed);
+    if (!finished)
+      return Status::InProgress("tensor '" + name_ + "' is still in progress after " +
+                                std::to_string(timeout.count()) + " ms");
+    return status_;
+  }
+
+  // Sets the final status; later calls are ignored (the first completion wins).
+  // Takes no lock unless a caller sleeps in Wait (a step's 1000 completions
+  // mostly find none).
+  void Complete(Status status) {
+    if (claimed_.exchange(true, std::memory_order_acq_rel)) return;
+    status_ = std::move(status);
+    done_.store(true, std::memory_order_seq_cst);
+    if (waiters_.load(std::memory_order_seq_cst) > 0) {
+      // A waiter that saw done_ false is inside cv_.wait once we hold mu_.
+      { std::lock_guard<std::mutex> lock(mu_); }
+      cv_.notify_all();
+    }
+  }
+
+  // Runtime-owned results. Written by the background thread before Complete;
+  // read by the caller only after a successful Wait.
+  std::vector<uint8_t>& result() { return result_; }
+  std::vector<int64_t>& result_shape() { return result_shape_; }
+  std::vector<int64_t>& received_splits() { return received_splits_; }
+  // For join: the last rank to join.
+  int64_t& scalar_result() { return scalar_result_; }
+
+  // A result in device memory (allgather, alltoall, reducescatter of a tensor on a
+  // GPU), in place of result(). The memory is released when the Work is destroyed,
+  // in the order of the stream the tensor was enqueued with.
+  struct DeviceResult {
+    std::shared_ptr<void> data;
+    int64_t bytes = 0;
+    int device = -1;
+  };
+  DeviceResult& device_result() { return device_result_; }
+
+ private:
+  const std::string name_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable std::atomic<int> waiters_{0};  // callers inside Wait's sleeping part
+  std::atomic<bool> claimed_{false};      // the first Complete
+  // Set once, after status_; status_ is read without a lock once it is true.
+  std::atomic<bool> done_{false};
+  Status status_;
+  std::vector<uint8_t> result_;
+  std::vector<int64_t> result_shape_;
+  std::vector<int64_t> received_splits_;
+  int64_t scalar_result_ = -1;
+  DeviceResult device_result_;
+};
+
+}  // namespace hvd
+
+#endif  // HVD_RUNTIME_DATA_WORK_H_

@@ -1,0 +1,72 @@
+// GlooBackend: the CPU data plane over Gloo's TCP transport.
+//
+// All-reduce is Gloo's ring algorithm (one chunk per rank, segments pipelined
+// around the ring) with our reduction kernels, so every dtype and op works and all
+// ranks end with identical bytes. The other collectives are Gloo's allgatherv,
+// broadcast, alltoallv and barrier; reduce-scatter is a ring all-reduce followed by
+// a local copy of this rank's block (correct, and replaced by the shared-memory
+// path where ranks share a host).
+//
+// Gloo reports failure by exception; every exception becomes a Status here and the
+// backend is then broken (Gloo's context cannot be reused after a timeout).
+#ifndef HVD_RUNTIME_TRANSPORT_GLOO_GLOO_BACKEND_H_
+#define HVD_RUNTIME_TRANSPORT_GLOO_GLOO_BACKEND_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <gloo/context.h>
+#include <gloo/transport/device.h>
+
+#include "controller/store/store.h"
+#include "runtime/common/backend.h"
+
+namespace hvd {
+
+// Creates a TCP device bound to `iface` if non-empty, else to `hostname`
+// (127.0.0.1 for local jobs).
+Status CreateGlooDevice(const std::string& hostname, const std::string& iface,
+                        std::shared_ptr<gloo::transport::Device>* out);
+
+// Connects a full mesh among `size` ranks through `store` (keys are used as given:
+// pass a prefixed store per communicator). Bounded by `timeout`.
+Status ConnectGlooContext(const std::shared_ptr<Store>& store,
+                          const std::shared_ptr<gloo::transport::Device>& device, int rank,
+                          int size, std::chrono::milliseconds timeout,
+                          std::shared_ptr<gloo::Context>* out);
+
+class GlooBackend : public Backend {
+ public:
+  explicit GlooBackend(std::shared_ptr<gloo::Context> context);
+
+  const char* Name() const override { return "gloo"; }
+  int rank() const override { return context_->rank; }
+  int size() const override { return context_->size; }
+
+  Status Allreduce(void* buf, int64_t count, DataType dtype, ReduceOp op) override;
+  Status Allgatherv(const void* in, void* out, const std::vector<int64_t>& bytes_per_rank) override;
+  Status Broadcast(void* buf, int64_t bytes, int root) override;
+  Status Alltoallv(const void* in, const std::vector<int64_t>& send_bytes, void* out,
+                   const std::vector<int64_t>& recv_bytes) override;
+  Status ReduceScatter(void* buf, void* out, const std::vector<int64_t>& recv_counts,
+                       DataType dtype, ReduceOp op) override;
+  Status Barrier() override;
+
+  const std::shared_ptr<gloo::Context>& context() const { return context_; }
+
+ private:
+  // Runs `fn`, turning a Gloo exception into a Status that names `what`.
+  template <typename Fn>
+  Status Guard(const char* what, Fn&& fn);
+
+  uint32_t NextTag() { return next_tag_++; }
+
+  std::shared_ptr<gloo::Context> context_;
+  uint32_t next_tag_ = 1;
+  Status broken_;
+};
+
+}  // namespace hvd
+
+#endif  // HVD_RUNTIME_TRANSPORT_GLOO_GLOO_BACKEND_H_

@@ -1,0 +1,186 @@
+// The Gloo implementation of ControlChannel (see control_channel.h).
+#include <cstring>
+#include <set>
+
+#include <gloo/common/error.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "runtime/transport/gloo/gloo_control_channel.h"
+
+namespace hvd {
+namespace {
+
+constexpr size_t kFrameBytes = 1024;
+constexpr size_t kHeaderBytes = 8;
+constexpr size_t kInlineBytes = kFrameBytes - kHeaderBytes;
+// Gloo builds its own slots as (prefix << 56) | tag with small prefixes; ours use 0x7e.
+constexpr uint64_t kSlotPrefix = 0x7eull << 56;
+constexpr uint64_t kTailBit = 1ull << 55;
+constexpr uint64_t kCounterMask = kTailBit - 1;
+// The most a control message may carry; a larger length is a corrupt frame.
+constexpr uint64_t kMaxMessageBytes = 256ull << 20;
+
+class GlooControlChannel : public ControlChannel {
+ public:
+  GlooControlChannel(std::shared_ptr<gloo::Context> context, std::chrono::milliseconds timeout)
+      : context_(std::move(context)), timeout_(timeout), frames_(context_->size) {
+    for (auto& f : frames_) f.resize(kFrameBytes);
+    for (int r = 0; r < context_->size; ++r)
+      frame_bufs_.push_back(context_->createUnboundBuffer(frames_[r].data(), kFrameBytes));
+  }
+
+  int rank() const override { return context_->rank; }
+  int size() const override { return context_->size; }
+  std::vector<int> lost_peers() const override { return {lost_.begin(), lost_.end()}; }
+
+  Status Gather(const std::string& mine, std::vector<std::string>* all) override {
+    const uint64_t slot = NextSlot();
+    if (!broken_.ok()) return broken_;
+    if (rank() != 0) return Send(0, slot, mine, "send its requests to the coordinator (rank 0)");
+    all->assign(size(), std::string());
+    (*all)[0] = mine;
+    for (int r = 1; r < size(); ++r)
+      if (!lost_.count(r)) frame_bufs_[r]->recv(r, slot);
+    Status first;
+    for (int r = 1; r < size(); ++r) {
+      if (lost_.count(r)) continue;
+      Status s = FinishRecv(r, slot, &(*all)[r], "receive its requests");
+      if (!s.ok() && first.ok()) first = s;
+      if (!broken_.ok()) return broken_;  // A timeout leaves nothing to wait for.
+    }
+    if (!lost_.empty()) {
+      std::string ranks;
+      for (int r : lost_) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      return Status::RemoteError("lost rank" + std::string(lost_.size() > 1 ? "s " : " ") + ranks +
+                                 ": " + first.message());
+    }
+    return first;
+  }
+
+  Status Broadcast(std::string* msg) override {
+    const uint64_t slot = NextSlot();
+    if (!broken_.ok()) return broken_;
+    if (rank() == 0) {
+      std::vector<bool> started(size(), false);
+      Status first;
+      for (int r = 1; r < size(); ++r) {
+        if (lost_.count(r)) continue;
+        // Each peer gets its own frame buffer so sends may be in flight together.
+        Status s = StartSend(r, r, slot, *msg);
+        started[r] = s.ok();
+        if (!s.ok() && first.ok()) first = s;
+      }
+      for (int r = 1; r < size(); ++r) {
+        if (!started[r]) continue;
+        Status s = FinishSend(r, r, "send the responses");
+        if (!s.ok() && first.ok()) first = s;
+      }
+      return first;
+    }
+    frame_bufs_[0]->recv(0, slot);
+    return FinishRecv(0, slot, msg, "receive the responses from the coordinator");
+  }
+
+ private:
+  uint64_t NextSlot() { return kSlotPrefix | (counter_++ & kCounterMask); }
+
+  Status Fail(int peer, const char* what, const std::exception& e) {
+    const std::string m = e.what();
+    const std::string text = "rank " + std::to_string(rank()) + " could not " + what +
+                             (peer == 0 && rank() != 0 ? "" : " (peer rank " + std::to_string(peer) + ")") +
+                             ": " + m;
+    if (m.find("imed out") != std::string::npos) {
+      broken_ = Status::Timeout(text + " after " + std::to_string(timeout_.count()) +
+                                " ms: rank " + std::to_string(peer) + " may be frozen or overloaded");
+      return broken_;
+    }
+    lost_.insert(peer);
+    // A non-root rank that lost the coordinator has nobody left to talk to.
+    if (rank() != 0) broken_ = Status::RemoteError("lost rank " + std::to_string(peer) + ": " + text);
+    return Status::RemoteError("lost rank " + std::to_string(peer) + ": " + text);
+  }
+
+  // Copies the header and inline part of `msg` into frame `buf_index` and sends it
+  // to `peer`; a tail is sent from `tails_[peer]`.
+  Status StartSend(int buf_index, int peer, uint64_t slot, const std::string& msg) {
+    std::vector<char>& frame = frames_[buf_index];
+    const uint64_t len = msg.size();
+    std::memcpy(frame.data(), &len, kHeaderBytes);
+    const size_t inline_len = std::min<size_t>(len, kInlineBytes);
+    if (inline_len > 0) std::memcpy(frame.data() + kHeaderBytes, msg.data(), inline_len);
+    if (tails_.size() < frames_.size()) tails_.resize(frames_.size());
+    tails_[buf_index].reset();
+    try {
+      frame_bufs_[buf_index]->send(peer, slot);
+      if (len > kInlineBytes) {
+        tail_data_.resize(frames_.size());
+        tail_data_[buf_index].assign(msg.begin() + kInlineBytes, msg.end());
+        tails_[buf_index] = context_->createUnboundBuffer(&tail_data_[buf_index][0],
+                                                          tail_data_[buf_index].size());
+        tails_[buf_index]->send(peer, slot | kTailBit);
+      }
+    } catch (const std::exception& e) {
+      return Fail(peer, "send", e);
+    }
+    return Status::OK();
+  }
+
+  Status FinishSend(int buf_index, int peer, const char* what) {
+    try {
+      frame_bufs_[buf_index]->waitSend(timeout_);
+      if (tails_[buf_index]) tails_[buf_index]->waitSend(timeout_);
+    } catch (const std::exception& e) {
+      return Fail(peer, what, e);
+    }
+    return Status::OK();
+  }
+
+  Status Send(int peer, uint64_t slot, const std::string& msg, const char* what) {
+    // A non-root rank sends from its own frame (index = its rank).
+    HVD_RETURN_IF_ERROR(StartSend(rank(), peer, slot, msg));
+    return FinishSend(rank(), peer, what);
+  }
+
+  Status FinishRecv(int peer, uint64_t slot, std::string* out, const char* what) {
+    try {
+      frame_bufs_[peer]->waitRecv(timeout_);
+      uint64_t len;
+      std::memcpy(&len, frames_[peer].data(), kHeaderBytes);
+      if (len > kMaxMessageBytes) {
+        broken_ = Status::Internal("corrupt control frame from rank " + std::to_string(peer) +
+                                   ": length " + std::to_string(len));
+        return broken_;
+      }
+      out->assign(frames_[peer].data() + kHeaderBytes, std::min<uint64_t>(len, kInlineBytes));
+      if (len > kInlineBytes) {
+        std::string tail(len - kInlineBytes, '\0');
+        auto buf = context_->createUnboundBuffer(&tail[0], tail.size());
+        buf->recv(peer, slot | kTailBit);
+        buf->waitRecv(timeout_);
+        out->append(tail);
+      }
+    } catch (const std::exception& e) {
+      return Fail(peer, what, e);
+    }
+    return Status::OK();
+  }
+
+  std::shared_ptr<gloo::Context> context_;
+  std::chrono::milliseconds timeout_;
+  std::vector<std::vector<char>> frames_;
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> frame_bufs_;
+  std::vector<std::string> tail_data_;
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> tails_;
+  uint64_t counter_ = 0;
+  Status broken_;
+  std::set<int> lost_;
+};
+
+}  // namespace
+
+std::unique_ptr<ControlChannel> NewGlooControlChannel(std::shared_ptr<gloo::Context> context,
+                                                      std::chrono::milliseconds timeout) {
+  return std::make_unique<GlooControlChannel>(std::move(context), timeout);
+}
+
+}  // namespace hvd

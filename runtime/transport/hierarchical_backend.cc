@@ -1,0 +1,77 @@
+#include "runtime/transport/hierarchical_backend.h"
+
+#include <utility>
+
+namespace hvd {
+
+std::vector<int64_t> ShardCounts(int64_t count, int parts) {
+  std::vector<int64_t> counts(parts, count / parts);
+  for (int64_t i = 0; i < count % parts; ++i) ++counts[i];
+  return counts;
+}
+
+HierarchicalBackend::HierarchicalBackend(std::unique_ptr<Backend> local,
+                                         std::unique_ptr<Backend> cross,
+                                         std::unique_ptr<Backend> flat)
+    : local_(std::move(local)), cross_(std::move(cross)), flat_(std::move(flat)) {}
+
+Status HierarchicalBackend::Check(Status s) {
+  if (!s.ok() && broken_.ok()) broken_ = s;
+  return s;
+}
+
+Status HierarchicalBackend::Allreduce(void* buf, int64_t count, DataType dtype, ReduceOp op) {
+  if (!broken_.ok()) return broken_;
+  if (count == 0) return Status::OK();
+  const int local_size = local_->size(), me = local_->rank();
+  const std::vector<int64_t> shards = ShardCounts(count, local_size);
+  const size_t elem = DataTypeSize(dtype);
+  // The shard goes to a persistent scratch buffer (grown, never shrunk), so no
+  // collective allocates and the all-gather's input does not overlap its output.
+  const size_t shard_bytes = static_cast<size_t>(shards[me]) * elem;
+  if (scratch_.size() < shard_bytes) scratch_.resize(shard_bytes);
+  uint8_t* mine = scratch_.data();
+  HVD_RETURN_IF_ERROR(Check(local_->ReduceScatter(buf, mine, shards, dtype, op)));
+  if (shards[me] > 0) HVD_RETURN_IF_ERROR(Check(cross_->Allreduce(mine, shards[me], dtype, op)));
+  std::vector<int64_t> bytes(local_size);
+  for (int l = 0; l < local_size; ++l) bytes[l] = shards[l] * static_cast<int64_t>(elem);
+  return Check(local_->Allgatherv(mine, buf, bytes));
+}
+
+Status HierarchicalBackend::Allgatherv(const void* in, void* out,
+                                       const std::vector<int64_t>& bytes_per_rank) {
+  if (!broken_.ok()) return broken_;
+  return Check(flat_->Allgatherv(in, out, bytes_per_rank));
+}
+
+Status HierarchicalBackend::Broadcast(void* buf, int64_t bytes, int root) {
+  if (!broken_.ok()) return broken_;
+  return Check(flat_->Broadcast(buf, bytes, root));
+}
+
+Status HierarchicalBackend::Alltoallv(const void* in, const std::vector<int64_t>& send_bytes,
+                                      void* out, const std::vector<int64_t>& recv_bytes) {
+  if (!broken_.ok()) return broken_;
+  return Check(flat_->Alltoallv(in, send_bytes, out, recv_bytes));
+}
+
+Status HierarchicalBackend::ReduceScatter(void* buf, void* out,
+                                          const std::vector<int64_t>& recv_counts, DataType dtype,
+                                          ReduceOp op) {
+  if (!broken_.ok()) return broken_;
+  return Check(flat_->ReduceScatter(buf, out, recv_counts, dtype, op));
+}
+
+Status HierarchicalBackend::Barrier() {
+  if (!broken_.ok()) return broken_;
+  return Check(flat_->Barrier());
+}
+
+void HierarchicalBackend::Abort(const Status& why) {
+  if (broken_.ok()) broken_ = why;
+  local_->Abort(why);
+  cross_->Abort(why);
+  flat_->Abort(why);
+}
+
+}  // namespace hvd

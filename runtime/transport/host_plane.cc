@@ -1,0 +1,189 @@
+#include "runtime/transport/host_plane.h"
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "runtime/transport/gloo/gloo_backend.h"
+#include "runtime/transport/gloo/gloo_control_channel.h"
+#include "runtime/transport/hierarchical_backend.h"
+#include "runtime/transport/shm/shm_backend.h"
+#include "runtime/transport/shm/shm_control_channel.h"
+
+namespace hvd {
+namespace {
+
+constexpr char kShmDir[] = "/dev/shm";
+// The shared-memory backend's staging area per rank and the control channel's slot.
+constexpr size_t kShmSegmentBytes = 4u << 20;
+constexpr size_t kShmSlotBytes = 64u << 10;
+
+}  // namespace
+
+HostInfo LocalHostInfo(const std::string& id_override) {
+  HostInfo info;
+  struct statvfs vfs;
+  if (statvfs(kShmDir, &vfs) == 0)
+    info.shm_free = static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize);
+  if (!id_override.empty()) {
+    info.id = id_override;
+    return info;
+  }
+  std::string boot;
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::getline(f, boot);
+  if (boot.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    boot = host;
+  }
+  struct stat st;
+  info.id = boot + "/" +
+            (stat(kShmDir, &st) == 0
+                 ? std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino)
+                 : std::string("no-shm"));
+  return info;
+}
+
+Status ExchangeHostInfo(Store* store, int rank, int size, const HostInfo& mine,
+                        std::chrono::milliseconds timeout, std::vector<HostInfo>* all) {
+  HVD_RETURN_IF_ERROR(
+      store->Set("host/" + std::to_string(rank), std::to_string(mine.shm_free) + " " + mine.id));
+  all->assign(size, HostInfo());
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int r = 0; r < size; ++r) {
+    const auto left = std::max(std::chrono::milliseconds(0),
+                               std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   deadline - std::chrono::steady_clock::now()));
+    std::string v;
+    Status s = store->Get("host/" + std::to_string(r), left, &v);
+    if (!s.ok())
+      return s.Prepend("rank " + std::to_string(rank) + " waiting for rank " + std::to_string(r) +
+                       " to say which host it is on");
+    const size_t sp = v.find(' ');
+    if (sp == std::string::npos)
+      return Status::Internal("malformed host record from rank " + std::to_string(r) + ": '" + v +
+                              "'");
+    (*all)[r].shm_free = std::strtoll(v.substr(0, sp).c_str(), nullptr, 10);
+    (*all)[r].id = v.substr(sp + 1);
+  }
+  return Status::OK();
+}
+
+const char* HostPathName(HostPath p) {
+  switch (p) {
+    case HostPath::kShm: return "shm";
+    case HostPath::kHierarchical: return "hierarchical";
+    case HostPath::kGloo: break;
+  }
+  return "gloo";
+}
+
+Placement PlaceRanks(const std::vector<int>& global_ranks, const std::vector<HostInfo>& info) {
+  Placement p;
+  std::vector<std::string> ids;
+  for (int g : global_ranks) {
+    const HostInfo& h = info.at(g);
+    const auto it = std::find(ids.begin(), ids.end(), h.id);
+    const int host = static_cast<int>(it - ids.begin());
+    if (it == ids.end()) {
+      ids.push_back(h.id);
+      p.host_size.push_back(0);
+      p.host_free.push_back(h.shm_free);
+    }
+    p.host_of.push_back(host);
+    p.local_of.push_back(p.host_size[host]++);
+    p.host_free[host] = std::min(p.host_free[host], h.shm_free);
+  }
+  return p;
+}
+
+int64_t ShmBytesNeeded(int local_size) {
+  // Each segment has a header and a line per rank besides its data; 1 MiB covers them.
+  return static_cast<int64_t>(local_size + 1) * (kShmSegmentBytes + kShmSlotBytes) + (1 << 20);
+}
+
+Status ChooseHostPath(const std::string& mode, const Placement& placement, HostPath* out,
+                      std::string* note) {
+  *out = HostPath::kGloo;
+  note->clear();
+  const int hosts = placement.hosts();
+  const int ranks = static_cast<int>(placement.host_of.size());
+  if (mode == "gloo" || ranks <= 1 || hosts == ranks) return Status::OK();
+  const int local = placement.host_size[0];
+  if (hosts > 1 &&
+      std::any_of(placement.host_size.begin(), placement.host_size.end(),
+                  [&](int n) { return n != local; })) {
+    *note = "hosts hold different numbers of ranks, so all-reduce runs over Gloo alone";
+    return Status::OK();
+  }
+  for (int h = 0; h < hosts; ++h) {
+    const int64_t need = ShmBytesNeeded(local);
+    if (placement.host_free[h] >= need) continue;
+    const std::string why = "/dev/shm has " + std::to_string(placement.host_free[h]) +
+                            " bytes free on host " + std::to_string(h) + " (ranks sharing it need " +
+                            std::to_string(need) + ")";
+    if (mode == "shm")
+      return Status::InvalidUsage("HVD_CPU_OPERATIONS=shm: " + why +
+                                  "; enlarge /dev/shm or set HVD_CPU_OPERATIONS=gloo");
+    *note = why + ", so host tensors go over Gloo";
+    return Status::OK();
+  }
+  *out = hosts == 1 ? HostPath::kShm : HostPath::kHierarchical;
+  return Status::OK();
+}
+
+Status ConnectHostPlane(const HostPlaneOptions& opts, HostPlane* out) {
+  const Placement& p = opts.placement;
+  const int size = opts.size;
+  auto gloo = [&](const std::string& scope, int rank, int n, std::shared_ptr<gloo::Context>* ctx) {
+    return ConnectGlooContext(NewPrefixStore(opts.store, scope), opts.device, rank, n,
+                              opts.timeout, ctx);
+  };
+  auto shm = [&](const std::string& scope, int rank, int n, std::unique_ptr<Backend>* backend) {
+    ShmOptions so;
+    so.store = NewPrefixStore(opts.store, scope);
+    so.name_prefix = opts.name_prefix;
+    so.rank = rank;
+    so.size = n;
+    so.timeout = opts.timeout;
+    so.segment_bytes = kShmSegmentBytes;
+    return CreateShmBackend(so, backend);
+  };
+
+  if (opts.path == HostPath::kShm) {
+    HVD_RETURN_IF_ERROR(shm("shm/", opts.rank, size, &out->backend));
+    ShmControlChannelOptions co;
+    co.store = NewPrefixStore(opts.store, "shm/");
+    co.name_prefix = opts.name_prefix;
+    co.rank = opts.rank;
+    co.size = size;
+    co.timeout = opts.timeout;
+    co.slot_bytes = kShmSlotBytes;
+    return NewShmControlChannel(co, &out->channel);
+  }
+
+  // Gloo over every rank: the whole plane, or the hierarchy's flat part.
+  std::shared_ptr<gloo::Context> flat;
+  HVD_RETURN_IF_ERROR(gloo("", opts.rank, size, &flat));
+  out->channel = NewGlooControlChannel(flat, opts.timeout);
+  auto flat_backend = std::make_unique<GlooBackend>(flat);
+  if (opts.path == HostPath::kGloo) {
+    out->backend = std::move(flat_backend);
+    return Status::OK();
+  }
+  const int host = p.host_of[opts.rank], local = p.local_of[opts.rank];
+  std::unique_ptr<Backend> local_backend;
+  HVD_RETURN_IF_ERROR(shm("shm/host" + std::to_string(host) + "/", local,
+                          p.host_size[host], &local_backend));
+  std::shared_ptr<gloo::Context> cross;
+  HVD_RETURN_IF_ERROR(gloo("cross" + std::to_string(local) + "/", host, p.hosts(), &cross));
+  out->backend = std::make_unique<HierarchicalBackend>(
+      std::move(local_backend), std::make_unique<GlooBackend>(cross), std::move(flat_backend));
+  return Status::OK();
+}
+
+}  // namespace hvd

@@ -1,0 +1,185 @@
+// The shared-memory ControlChannel (see shm_control_channel.h).
+//
+// The segment holds one *slot* per rank and one broadcast slot. A slot carries one
+// *chunk*: a 64-byte header (the whole message's length) and up to
+// slot_bytes - 64 bytes of payload; a message is ceil(length / payload) chunks (at
+// least one), so the usual ~100-byte cycle is a single chunk each way.
+//
+// Counters (ShmSegment counters, each with one writer):
+//   posted[r]        rank r's chunks written into its slot (for the root: broadcast
+//                    chunks written into the broadcast slot);
+//   acked[r]         chunks of rank r's slot that the root has consumed (in r's block,
+//                    written by the root);
+//   bcast_acked[r]   broadcast chunks that rank r has consumed.
+// Gather: a rank writes a chunk once acked[r] shows the root consumed its previous
+// one, then bumps posted[r]; the root, rank by rank, waits for posted[r], copies the
+// chunk out and bumps acked[r]. Broadcast is the mirror: the root writes once every
+// bcast_acked[r] has caught up, bumps posted[0]; each rank copies and bumps its
+// bcast_acked. Both sides count chunks locally in the same order, so nothing else
+// is exchanged. In the usual cycle no rank waits for slot space: a rank's next
+// Gather follows a Broadcast that the root only sent after consuming its last one.
+#include "runtime/transport/shm/shm_control_channel.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/transport/shm/shm_segment.h"
+
+namespace hvd {
+namespace {
+
+enum Counter : int { kPosted = 0, kAcked = 1, kBcastAcked = 2, kNumCounters = 3 };
+constexpr size_t kHeaderBytes = 64;
+// The most a control message may carry; a larger length is a corrupt chunk.
+constexpr uint64_t kMaxMessageBytes = 256ull << 20;
+
+class ShmControlChannel : public ControlChannel {
+ public:
+  ShmControlChannel(std::unique_ptr<ShmSegment> seg, size_t slot_bytes)
+      : seg_(std::move(seg)), slot_bytes_(slot_bytes), consumed_(seg_->size(), 0) {}
+
+  int rank() const override { return seg_->rank(); }
+  int size() const override { return seg_->size(); }
+
+  Status Gather(const std::string& mine, std::vector<std::string>* all) override {
+    if (!broken_.ok()) return broken_;
+    if (rank() != 0) {
+      if (all != nullptr) all->clear();
+      return Check(Send(mine));
+    }
+    all->assign(size(), std::string());
+    (*all)[0] = mine;
+    for (int r = 1; r < size(); ++r) HVD_RETURN_IF_ERROR(Check(ReceiveFrom(r, &(*all)[r])));
+    return Status::OK();
+  }
+
+  void Abort(const Status& why) override {
+    if (broken_.ok()) broken_ = why;
+    seg_->Abort(why);
+  }
+
+  Status Broadcast(std::string* msg) override {
+    if (!broken_.ok()) return broken_;
+    if (size() == 1) return Status::OK();
+    return Check(rank() == 0 ? SendBroadcast(*msg) : ReceiveBroadcast(msg));
+  }
+
+ private:
+  size_t payload() const { return slot_bytes_ - kHeaderBytes; }
+  uint8_t* Slot(int r) const { return seg_->data() + static_cast<size_t>(r) * slot_bytes_; }
+  uint8_t* BroadcastSlot() const { return Slot(size()); }
+  size_t Chunks(uint64_t len) const { return std::max<uint64_t>(1, (len + payload() - 1) / payload()); }
+
+  void WriteChunk(uint8_t* slot, const std::string& msg, size_t c) {
+    const uint64_t len = msg.size();
+    std::memcpy(slot, &len, sizeof(len));
+    const size_t begin = c * payload();
+    const size_t n = std::min<size_t>(payload(), len - std::min<size_t>(len, begin));
+    if (n > 0) std::memcpy(slot + kHeaderBytes, msg.data() + begin, n);
+  }
+
+  // Appends chunk `c` of the message in `slot` to `*out` (sized on the first chunk).
+  Status ReadChunk(const uint8_t* slot, int from, size_t c, std::string* out, size_t* chunks) {
+    uint64_t len;
+    std::memcpy(&len, slot, sizeof(len));
+    if (c == 0) {
+      if (len > kMaxMessageBytes)
+        return Status::Internal("corrupt control message from rank " + std::to_string(from) +
+                                ": length " + std::to_string(len));
+      out->resize(len);
+      *chunks = Chunks(len);
+    } else if (len != out->size()) {
+      return Status::Internal("corrupt control message from rank " + std::to_string(from) +
+                              ": chunk " + std::to_string(c) + " says length " +
+                              std::to_string(len) + ", the first said " +
+                              std::to_string(out->size()));
+    }
+    const size_t begin = c * payload();
+    const size_t n = std::min<size_t>(payload(), len - std::min<size_t>(len, begin));
+    if (n > 0) std::memcpy(&(*out)[begin], slot + kHeaderBytes, n);
+    return Status::OK();
+  }
+
+  Status Send(const std::string& msg) {
+    ShmCounter& acked = seg_->counter(rank(), kAcked);
+    for (size_t c = 0, n = Chunks(msg.size()); c < n; ++c) {
+      HVD_RETURN_IF_ERROR(seg_->Wait(acked, posted_, 0,
+                                     "take the previous request chunk (rank 0 is the coordinator)"));
+      WriteChunk(Slot(rank()), msg, c);
+      seg_->Post(kPosted, ++posted_);
+    }
+    return Status::OK();
+  }
+
+  Status ReceiveFrom(int r, std::string* out) {
+    size_t chunks = 1;
+    for (size_t c = 0; c < chunks; ++c) {
+      HVD_RETURN_IF_ERROR(seg_->WaitAtLeast(r, kPosted, consumed_[r] + 1, "send its requests"));
+      HVD_RETURN_IF_ERROR(ReadChunk(Slot(r), r, c, out, &chunks));
+      seg_->PostTo(r, kAcked, ++consumed_[r]);
+    }
+    return Status::OK();
+  }
+
+  Status SendBroadcast(const std::string& msg) {
+    for (size_t c = 0, n = Chunks(msg.size()); c < n; ++c) {
+      HVD_RETURN_IF_ERROR(
+          seg_->WaitAllAtLeast(kBcastAcked, posted_, "take the previous response chunk"));
+      WriteChunk(BroadcastSlot(), msg, c);
+      seg_->Post(kPosted, ++posted_);
+    }
+    return Status::OK();
+  }
+
+  Status ReceiveBroadcast(std::string* msg) {
+    std::string in;
+    size_t chunks = 1;
+    for (size_t c = 0; c < chunks; ++c) {
+      HVD_RETURN_IF_ERROR(seg_->WaitAtLeast(0, kPosted, bcast_consumed_ + 1,
+                                            "send the responses (rank 0 is the coordinator)"));
+      HVD_RETURN_IF_ERROR(ReadChunk(BroadcastSlot(), 0, c, &in, &chunks));
+      seg_->Post(kBcastAcked, ++bcast_consumed_);
+    }
+    msg->swap(in);
+    return Status::OK();
+  }
+
+  Status Check(Status s) {
+    if (s.ok()) return s;
+    broken_ = s.Prepend("shm control channel");
+    seg_->Abort(broken_);
+    return broken_;
+  }
+
+  std::unique_ptr<ShmSegment> seg_;
+  size_t slot_bytes_;
+  uint32_t posted_ = 0;                // chunks this rank wrote (root: broadcast chunks)
+  std::vector<uint32_t> consumed_;     // root: chunks taken from each rank's slot
+  uint32_t bcast_consumed_ = 0;        // broadcast chunks this rank took
+  Status broken_;
+};
+
+}  // namespace
+
+Status NewShmControlChannel(const ShmControlChannelOptions& opts,
+                            std::unique_ptr<ControlChannel>* out) {
+  if (opts.slot_bytes < 4096)
+    return Status::InvalidArgument("shm control channel: slot_bytes " +
+                                   std::to_string(opts.slot_bytes) + " is below 4096");
+  const size_t slot_bytes = opts.slot_bytes / 64 * 64;
+  ShmSegmentOptions so;
+  so.store = opts.store;
+  so.name_prefix = opts.name_prefix;
+  so.kind = "control";
+  so.rank = opts.rank;
+  so.size = opts.size;
+  so.timeout = opts.timeout;
+  so.data_bytes = slot_bytes * (opts.size + 1);
+  so.counters_per_rank = kNumCounters;
+  std::unique_ptr<ShmSegment> seg;
+  HVD_RETURN_IF_ERROR(ShmSegment::Create(so, &seg));
+  *out = std::make_unique<ShmControlChannel>(std::move(seg), slot_bytes);
+  return Status::OK();
+}
+
+}  // namespace hvd

@@ -1,0 +1,48 @@
+// The shared-memory ControlChannel (see control_channel.h), for communicators whose
+// ranks share a host: the coordinator's per-cycle Gather and Broadcast through one
+// POSIX shared-memory segment (runtime/transport/shm/shm_segment.h) instead of loopback TCP.
+//
+// Same semantics as NewGlooControlChannel: root 0, collective calls in the same
+// order everywhere, messages of any size up to 256 MiB, every wait bounded by
+// `timeout`; a silent peer gives kTimeout and a peer process that exited gives
+// kRemoteError "lost rank N (pid P exited) ...", and the channel then stays broken.
+// A rank that fails first makes its peers fail at once with its status.
+#ifndef HVD_RUNTIME_TRANSPORT_SHM_SHM_CONTROL_CHANNEL_H_
+#define HVD_RUNTIME_TRANSPORT_SHM_SHM_CONTROL_CHANNEL_H_
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "runtime/common/control_channel.h"
+#include "controller/store/store.h"
+#include "runtime/common/status.h"
+
+namespace hvd {
+
+struct ShmControlChannelOptions {
+  // Already scoped to the communicator; used only while connecting.
+  std::shared_ptr<Store> store;
+  // Unique per job and communicator, e.g. "hvd-<job>-<comm>" (the same prefix as the
+  // communicator's ShmBackend is fine: the two segments are told apart).
+  std::string name_prefix;
+  int rank = 0;
+  int size = 1;
+  // Bounds connecting and every wait.
+  std::chrono::milliseconds timeout{30000};
+  // Bytes of one message slot (one per rank, plus one for the broadcast). A message
+  // that fits (less a 64-byte header) moves in one handshake; longer ones move in
+  // slot-sized chunks. Default 64 KiB; at least 4 KiB.
+  size_t slot_bytes = 64u << 10;
+};
+
+// Connects this rank's channel; collective over the communicator. Errors as for
+// CreateShmBackend: kInvalidArgument, kTimeout naming the ranks that never arrived,
+// kInternal when the segment cannot be created or mapped.
+Status NewShmControlChannel(const ShmControlChannelOptions& opts,
+                            std::unique_ptr<ControlChannel>* out);
+
+}  // namespace hvd
+
+#endif  // HVD_RUNTIME_TRANSPORT_SHM_SHM_CONTROL_CHANNEL_H_
