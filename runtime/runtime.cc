@@ -16,13 +16,13 @@
 namespace hvd {
 namespace {
 
-const char* CollectiveLabel(proto::ResponseType t) {
+const char* CollectiveLabel(ResponseType t) {
   switch (t) {
-    case proto::RESPONSE_ALLREDUCE: return "ALLREDUCE";
-    case proto::RESPONSE_ALLGATHER: return "ALLGATHER";
-    case proto::RESPONSE_BROADCAST: return "BROADCAST";
-    case proto::RESPONSE_ALLTOALL: return "ALLTOALL";
-    case proto::RESPONSE_REDUCESCATTER: return "REDUCESCATTER";
+    case ResponseType::kAllreduce: return "ALLREDUCE";
+    case ResponseType::kAllgather: return "ALLGATHER";
+    case ResponseType::kBroadcast: return "BROADCAST";
+    case ResponseType::kAlltoall: return "ALLTOALL";
+    case ResponseType::kReducescatter: return "REDUCESCATTER";
     default: return "COLLECTIVE";
   }
 }
@@ -107,7 +107,7 @@ Status Runtime::Connect(int id, const std::vector<int>& ranks, std::shared_ptr<C
   comm->controller = std::make_unique<Controller>(std::move(plane.channel), copts);
   Executor::PhaseHook hook;
   if (rank() == 0) {
-    hook = [this, raw](const proto::Response& r, Phase phase, bool begin) {
+    hook = [this, raw](const Response& r, Phase phase, bool begin) {
       auto timeline = CurrentTimeline();
       if (!timeline) return;
       const auto now = Clock::now();
@@ -117,8 +117,8 @@ Status Runtime::Connect(int id, const std::vector<int>& ranks, std::shared_ptr<C
       }
       const char* label = phase == Phase::kCopyIn    ? "COPY_IN"
                           : phase == Phase::kCopyOut ? "COPY_OUT"
-                                                     : CollectiveLabel(r.type());
-      for (const auto& name : r.names()) timeline->Span(name, label, raw->phase_begin, now);
+                                                     : CollectiveLabel(r.type);
+      for (const auto& name : r.names) timeline->Span(name, label, raw->phase_begin, now);
     };
   }
   comm->executor = std::make_unique<Executor>(comm->backend.get(), std::move(hook));
@@ -439,7 +439,7 @@ Status Runtime::EnqueueEntries(TensorEntry* entries, size_t n, int process_set,
     entries[i].enqueued = now;
   }
   for (size_t i = 0; i < n; ++i) works[i] = entries[i].work;
-  Status queued = comm->queue.Enqueue(entries, n, comm->rank);
+  Status queued = comm->queue.Enqueue(entries, n);
   if (!queued.ok()) {
     for (size_t i = 0; i < n; ++i) works[i].reset();
     return queued;
@@ -686,7 +686,7 @@ void Runtime::Loop() {
 bool Runtime::RunCycle(Communicator* comm, Clock::time_point now, bool* hurry) {
   proto::RequestList& mine = comm->cycle_requests;
   mine.Clear();
-  comm->queue.PopRequests(&mine);
+  comm->queue.PopNew([&](const TensorEntry& e) { ToRequest(e, comm->rank, mine.add_requests()); });
   {
     std::lock_guard<std::mutex> lock(mu_);
     mine.set_shutdown(shutdown_requested_);
@@ -724,15 +724,17 @@ bool Runtime::RunCycle(Communicator* comm, Clock::time_point now, bool* hurry) {
   return comm->id != 0 || !list.shutdown();
 }
 
-Status Runtime::ExecuteResponse(Communicator* comm, const proto::Response& response) {
-  comm->queue.TakeAll(response.names(), &comm->taken);
+Status Runtime::ExecuteResponse(Communicator* comm, const proto::Response& wire) {
+  Response& response = comm->response;
+  FromWire(wire, &response);
+  comm->queue.TakeAll(response.names, &comm->taken);
   std::vector<TensorEntry*>& entries = comm->taken_entries;
-  entries.resize(response.names_size());
-  for (int i = 0; i < response.names_size(); ++i) entries[i] = comm->taken.get(i);
+  entries.resize(response.names.size());
+  for (int i = 0; i < response.size(); ++i) entries[i] = comm->taken.get(i);
   if (!comm->ready_at.empty()) {  // coordinator with a timeline (or one just stopped)
     const auto now = Clock::now();
     auto timeline = CurrentTimeline();
-    for (const auto& name : response.names()) {
+    for (const auto& name : response.names) {
       auto it = comm->ready_at.find(name);
       if (it == comm->ready_at.end()) continue;
       if (timeline) timeline->Span(name, "WAIT", it->second, now);

@@ -36,6 +36,7 @@
 #include "runtime/common/options.h"
 #include "runtime/timeline.h"
 #include "runtime/data/tensor_queue.h"
+#include "runtime/wire.h"
 #include "runtime/data/work.h"
 
 namespace gloo {
@@ -169,6 +170,7 @@ class Runtime {
     // reuse their allocations (background thread).
     proto::RequestList cycle_requests;
     proto::ResponseList cycle_responses;
+    Response response;  // the one being executed, converted from the wire
     // A response's entries, and pointers to them, kept for their capacity.
     TensorQueue::Taken taken;
     std::vector<TensorEntry*> taken_entries;
@@ -186,7 +188,7 @@ class Runtime {
   // next cycle starts at once. Work enqueued during the cycle does not hurry it.
   bool RunCycle(Communicator* comm, Clock::time_point now, bool* hurry);
   // Runs one response; non-OK when the backend failed (the job then ends).
-  Status ExecuteResponse(Communicator* comm, const proto::Response& response);
+  Status ExecuteResponse(Communicator* comm, const proto::Response& wire);
   void Abort(const Status& status);
   // Ends the job after an infrastructure failure (a lost or frozen peer, a broken
   // backend): records the first failure in the store so every rank reports the

@@ -12,18 +12,18 @@ namespace hvd {
 namespace cuda {
 namespace {
 
-std::string Describe(const proto::Response& r) {
+std::string Describe(const Response& r) {
   const char* op = "collective";
-  switch (r.type()) {
-    case proto::RESPONSE_ALLREDUCE: op = "allreduce"; break;
-    case proto::RESPONSE_ALLGATHER: op = "allgather"; break;
-    case proto::RESPONSE_BROADCAST: op = "broadcast"; break;
-    case proto::RESPONSE_ALLTOALL: op = "alltoall"; break;
-    case proto::RESPONSE_REDUCESCATTER: op = "reducescatter"; break;
+  switch (r.type) {
+    case ResponseType::kAllreduce: op = "allreduce"; break;
+    case ResponseType::kAllgather: op = "allgather"; break;
+    case ResponseType::kBroadcast: op = "broadcast"; break;
+    case ResponseType::kAlltoall: op = "alltoall"; break;
+    case ResponseType::kReducescatter: op = "reducescatter"; break;
     default: break;
   }
-  std::string s = std::string("NCCL ") + op + " of '" + (r.names_size() ? r.names(0) : "") + "'";
-  if (r.names_size() > 1) s += " and " + std::to_string(r.names_size() - 1) + " more";
+  std::string s = std::string("NCCL ") + op + " of '" + (static_cast<int>(r.names.size()) ? r.names[0] : "") + "'";
+  if (static_cast<int>(r.names.size()) > 1) s += " and " + std::to_string(static_cast<int>(r.names.size()) - 1) + " more";
   return s;
 }
 
@@ -65,7 +65,7 @@ NcclOps::~NcclOps() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-Status NcclOps::Execute(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+Status NcclOps::Execute(const Response& r, const std::vector<TensorEntry*>& entries) {
   DeviceGuard guard(options_.device);
   HVD_RETURN_IF_ERROR(comm_->status());
   HVD_RETURN_IF_ERROR(finalizer_->status());
@@ -76,26 +76,26 @@ Status NcclOps::Execute(const proto::Response& r, const std::vector<TensorEntry*
                                   std::to_string(options_.device) +
                                   " (one device per rank and process set)");
   }
-  if ((r.type() == proto::RESPONSE_ALLREDUCE || r.type() == proto::RESPONSE_REDUCESCATTER) &&
-      !NcclHasType(static_cast<DataType>(r.dtype()))) {
+  if ((r.type == ResponseType::kAllreduce || r.type == ResponseType::kReducescatter) &&
+      !NcclHasType(r.dtype)) {
     // Every rank runs this same response, so every rank fails it alike and the
     // communicator stays usable.
     CompleteAll(entries, Status::InvalidArgument(
                              Describe(r) + ": NCCL cannot reduce " +
-                             DataTypeName(static_cast<DataType>(r.dtype())) +
+                             DataTypeName(r.dtype) +
                              " tensors; use a wider integer type, or HVD_GPU_OPERATIONS=gloo"));
     return Status::OK();
   }
   HVD_RETURN_IF_ERROR(OrderAfterCallers(entries));
   Status s;
-  switch (r.type()) {
-    case proto::RESPONSE_ALLREDUCE: s = Allreduce(r, entries); break;
-    case proto::RESPONSE_ALLGATHER: s = Allgather(r, entries); break;
-    case proto::RESPONSE_BROADCAST: s = Broadcast(r, entries); break;
-    case proto::RESPONSE_ALLTOALL: s = Alltoall(r, entries); break;
-    case proto::RESPONSE_REDUCESCATTER: s = Reducescatter(r, entries); break;
+  switch (r.type) {
+    case ResponseType::kAllreduce: s = Allreduce(r, entries); break;
+    case ResponseType::kAllgather: s = Allgather(r, entries); break;
+    case ResponseType::kBroadcast: s = Broadcast(r, entries); break;
+    case ResponseType::kAlltoall: s = Alltoall(r, entries); break;
+    case ResponseType::kReducescatter: s = Reducescatter(r, entries); break;
     default:
-      s = Status::Internal("the NCCL backend cannot run response type " + std::to_string(r.type()));
+      s = Status::Internal("the NCCL backend cannot run response type " + std::to_string(static_cast<int>(r.type)));
   }
   const std::string what = Describe(r);
   if (!s.ok()) return s.Prepend(what);
@@ -157,14 +157,14 @@ Status NcclOps::Fusion(size_t bytes, void** out) {
   return fusion_.Get(bytes, static_cast<size_t>(options_.fusion_threshold), stream_, out);
 }
 
-Status NcclOps::Allreduce(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
-  const DataType dtype = static_cast<DataType>(r.dtype());
-  const ReduceOp op = static_cast<ReduceOp>(r.reduce_op());
+Status NcclOps::Allreduce(const Response& r, const std::vector<TensorEntry*>& entries) {
+  const DataType dtype = r.dtype;
+  const ReduceOp op = r.reduce_op;
   const size_t elem = DataTypeSize(dtype);
-  const int n = r.names_size();
-  const int64_t total = std::accumulate(r.counts().begin(), r.counts().end(), int64_t{0});
-  const double pre = r.prescale_factor();
-  const double post = r.postscale_factor();
+  const int n = static_cast<int>(r.names.size());
+  const int64_t total = std::accumulate(r.counts.begin(), r.counts.end(), int64_t{0});
+  const double pre = r.prescale_factor;
+  const double post = r.postscale_factor;
   // ncclAvg divides by the communicator's size, joined ranks (which contribute
   // zeros) included, as AVERAGE is defined.
   auto reduce = [&](const void* src, void* dst) {
@@ -195,7 +195,7 @@ Status NcclOps::Allreduce(const proto::Response& r, const std::vector<TensorEntr
   std::vector<CopyDesc> in, out;
   int64_t offset = 0;
   for (int i = 0; i < n; ++i) {
-    const int64_t count = r.counts(i);
+    const int64_t count = r.counts[i];
     uint8_t* slot = At(buf, offset * static_cast<int64_t>(elem));
     if (entries[i] != nullptr) {
       if (count > 0) {
@@ -217,14 +217,14 @@ Status NcclOps::Allreduce(const proto::Response& r, const std::vector<TensorEntr
 // Fused allgather: every rank's inputs travel as one contiguous segment per rank
 // (its tensors back to back); each tensor's result is then the concatenation of
 // its block from every rank's segment.
-Status NcclOps::Allgather(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+Status NcclOps::Allgather(const Response& r, const std::vector<TensorEntry*>& entries) {
   const int size = comm_->size();
   const int me = comm_->rank();
-  const int n = r.names_size();
-  const DataType dtype = static_cast<DataType>(r.dtype());
+  const int n = static_cast<int>(r.names.size());
+  const DataType dtype = r.dtype;
   const int64_t elem = static_cast<int64_t>(DataTypeSize(dtype));
-  auto rows_of = [&](int i, int rank) { return r.rank_dims(i * size + rank); };
-  auto block = [&](int i, int rank) { return rows_of(i, rank) * r.counts(i) * elem; };
+  auto rows_of = [&](int i, int rank) { return r.rank_dims[i * size + rank]; };
+  auto block = [&](int i, int rank) { return rows_of(i, rank) * r.counts[i] * elem; };
   std::vector<int64_t> bytes_per_rank(size, 0), seg_start(size, 0);
   for (int rank = 0; rank < size; ++rank)
     for (int i = 0; i < n; ++i) bytes_per_rank[rank] += block(i, rank);
@@ -241,7 +241,7 @@ Status NcclOps::Allgather(const proto::Response& r, const std::vector<TensorEntr
     int64_t off = 0;
     for (int i = 0; i < n; ++i) {
       if (entries[i] != nullptr && block(i, me) > 0)
-        pack.push_back({entries[i]->input, At(packed, off), rows_of(i, me) * r.counts(i)});
+        pack.push_back({entries[i]->input, At(packed, off), rows_of(i, me) * r.counts[i]});
       off += block(i, me);
     }
     HVD_CUDA_RETURN(LaunchScaledCopies(dtype, pack, 1, 1.0, stream_), "packing the allgather input");
@@ -287,12 +287,12 @@ Status NcclOps::Allgather(const proto::Response& r, const std::vector<TensorEntr
     if (e != nullptr) {
       if (n > 1) {
         std::shared_ptr<void> result;
-        HVD_RETURN_IF_ERROR(AllocateResult(e, rows * r.counts(i) * elem, &result));
+        HVD_RETURN_IF_ERROR(AllocateResult(e, rows * r.counts[i] * elem, &result));
         int64_t off = 0;
         for (int rank = 0; rank < size; ++rank) {
           if (block(i, rank) > 0)
             unpack.push_back({At(gathered, seg_start[rank] + within[rank]), At(result.get(), off),
-                              rows_of(i, rank) * r.counts(i)});
+                              rows_of(i, rank) * r.counts[i]});
           off += block(i, rank);
         }
       }
@@ -304,32 +304,32 @@ Status NcclOps::Allgather(const proto::Response& r, const std::vector<TensorEntr
   return Status::OK();
 }
 
-Status NcclOps::Broadcast(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+Status NcclOps::Broadcast(const Response& r, const std::vector<TensorEntry*>& entries) {
   TensorEntry* e = entries[0];
   if (e == nullptr) return Status::OK();
-  const int64_t bytes = r.counts(0) * static_cast<int64_t>(DataTypeSize(static_cast<DataType>(r.dtype())));
+  const int64_t bytes = r.counts[0] * static_cast<int64_t>(DataTypeSize(r.dtype));
   if (bytes == 0) return Status::OK();
   return comm_->Run("ncclBroadcast", [&](ncclComm_t c) {
-    return ncclBroadcast(e->input, e->output, static_cast<size_t>(bytes), ncclUint8, r.root_rank(), c,
+    return ncclBroadcast(e->input, e->output, static_cast<size_t>(bytes), ncclUint8, r.root_rank, c,
                          stream_);
   });
 }
 
-Status NcclOps::Alltoall(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+Status NcclOps::Alltoall(const Response& r, const std::vector<TensorEntry*>& entries) {
   TensorEntry* e = entries[0];
   if (e == nullptr) return Status::OK();
   const int size = comm_->size();
   const int me = comm_->rank();
   const int64_t row_bytes =
-      r.counts(0) * static_cast<int64_t>(DataTypeSize(static_cast<DataType>(r.dtype())));
+      r.counts[0] * static_cast<int64_t>(DataTypeSize(r.dtype));
   std::vector<int64_t> send(size), recv(size), send_off(size, 0), recv_off(size, 0);
   auto& splits = e->work->received_splits();
   splits.assign(size, 0);
   int64_t recv_rows = 0;
   for (int peer = 0; peer < size; ++peer) {
-    send[peer] = r.split_matrix(me * size + peer) * row_bytes;
-    recv[peer] = r.split_matrix(peer * size + me) * row_bytes;
-    splits[peer] = r.split_matrix(peer * size + me);
+    send[peer] = r.split_matrix[me * size + peer] * row_bytes;
+    recv[peer] = r.split_matrix[peer * size + me] * row_bytes;
+    splits[peer] = r.split_matrix[peer * size + me];
     recv_rows += splits[peer];
     if (peer > 0) {
       send_off[peer] = send_off[peer - 1] + send[peer - 1];
@@ -370,23 +370,23 @@ Status NcclOps::Alltoall(const proto::Response& r, const std::vector<TensorEntry
 
 // Fused reduce-scatter: block k of the buffer holds rank k's rows of every tensor,
 // padded to the largest block, so that ncclReduceScatter's equal counts apply.
-Status NcclOps::Reducescatter(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
-  const DataType dtype = static_cast<DataType>(r.dtype());
-  const ReduceOp op = static_cast<ReduceOp>(r.reduce_op());
+Status NcclOps::Reducescatter(const Response& r, const std::vector<TensorEntry*>& entries) {
+  const DataType dtype = r.dtype;
+  const ReduceOp op = r.reduce_op;
   const int64_t elem = static_cast<int64_t>(DataTypeSize(dtype));
   const int size = comm_->size();
   const int me = comm_->rank();
-  const int n = r.names_size();
-  auto row = [&](int i) { return r.rank_dims(i) > 0 ? r.counts(i) / r.rank_dims(i) : 0; };
-  auto rows = [&](int i, int rank) { return ScatterRows(r.rank_dims(i), size, rank); };
+  const int n = static_cast<int>(r.names.size());
+  auto row = [&](int i) { return r.rank_dims[i] > 0 ? r.counts[i] / r.rank_dims[i] : 0; };
+  auto rows = [&](int i, int rank) { return ScatterRows(r.rank_dims[i], size, rank); };
   std::vector<int64_t> recv_counts(size, 0);
   for (int rank = 0; rank < size; ++rank)
     for (int i = 0; i < n; ++i) recv_counts[rank] += rows(i, rank) * row(i);
   const int64_t block = *std::max_element(recv_counts.begin(), recv_counts.end());
   const bool even = std::all_of(recv_counts.begin(), recv_counts.end(),
                                 [&](int64_t c) { return c == block; });
-  const double pre = r.prescale_factor();
-  const double post = r.postscale_factor();
+  const double pre = r.prescale_factor;
+  const double post = r.postscale_factor;
 
   std::vector<void*> results(n, nullptr);
   for (int i = 0; i < n; ++i) {

@@ -48,16 +48,16 @@ class NcclOps : public DeviceOps {
   // Waits for queued work (bounded by the timeout), then aborts the communicator.
   ~NcclOps() override;
 
-  Status Execute(const proto::Response& r, const std::vector<TensorEntry*>& entries) override;
+  Status Execute(const Response& r, const std::vector<TensorEntry*>& entries) override;
 
  private:
   explicit NcclOps(const DeviceOpsOptions& options) : options_(options) {}
 
-  Status Allreduce(const proto::Response& r, const std::vector<TensorEntry*>& entries);
-  Status Allgather(const proto::Response& r, const std::vector<TensorEntry*>& entries);
-  Status Broadcast(const proto::Response& r, const std::vector<TensorEntry*>& entries);
-  Status Alltoall(const proto::Response& r, const std::vector<TensorEntry*>& entries);
-  Status Reducescatter(const proto::Response& r, const std::vector<TensorEntry*>& entries);
+  Status Allreduce(const Response& r, const std::vector<TensorEntry*>& entries);
+  Status Allgather(const Response& r, const std::vector<TensorEntry*>& entries);
+  Status Broadcast(const Response& r, const std::vector<TensorEntry*>& entries);
+  Status Alltoall(const Response& r, const std::vector<TensorEntry*>& entries);
+  Status Reducescatter(const Response& r, const std::vector<TensorEntry*>& entries);
 
   // Makes stream_ wait for the work queued so far on each entry's caller stream.
   Status OrderAfterCallers(const std::vector<TensorEntry*>& entries);

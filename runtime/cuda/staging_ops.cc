@@ -53,14 +53,14 @@ StagingOps::~StagingOps() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-Status StagingOps::Execute(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+Status StagingOps::Execute(const Response& r, const std::vector<TensorEntry*>& entries) {
   DeviceGuard guard(options_.device);
-  const size_t elem = DataTypeSize(static_cast<DataType>(r.dtype()));
+  const size_t elem = DataTypeSize(r.dtype);
   const bool writes_output =
-      r.type() == proto::RESPONSE_ALLREDUCE || r.type() == proto::RESPONSE_BROADCAST;
+      r.type == ResponseType::kAllreduce || r.type == ResponseType::kBroadcast;
   // A broadcast reads the input on the root only.
-  const bool reads_input = r.type() != proto::RESPONSE_BROADCAST || options_.rank == r.root_rank();
-  const int n = r.names_size();
+  const bool reads_input = r.type != ResponseType::kBroadcast || options_.rank == r.root_rank;
+  const int n = static_cast<int>(r.names.size());
   std::vector<int64_t> bytes(n, 0), in_off(n, 0), out_off(n, 0);
   int64_t in_total = 0, out_total = 0;
   for (int i = 0; i < n; ++i) {
@@ -113,19 +113,19 @@ Status StagingOps::Execute(const proto::Response& r, const std::vector<TensorEnt
     host[i].work = std::make_shared<Work>(e->name);
     host_entries[i] = &host[i];
   }
-  proto::Response host_response = r;
-  host_response.set_device(-1);
+  Response host_response = r;
+  host_response.device = -1;
   HVD_RETURN_IF_ERROR(host_.Execute(host_response, host_entries));
 
   // 3. Host to device.
   return CopyBack(r, entries, host);
 }
 
-Status StagingOps::CopyBack(const proto::Response& r, const std::vector<TensorEntry*>& entries,
+Status StagingOps::CopyBack(const Response& r, const std::vector<TensorEntry*>& entries,
                             const std::vector<TensorEntry>& host) {
   const bool writes_output =
-      r.type() == proto::RESPONSE_ALLREDUCE || r.type() == proto::RESPONSE_BROADCAST;
-  const int n = r.names_size();
+      r.type == ResponseType::kAllreduce || r.type == ResponseType::kBroadcast;
+  const int n = static_cast<int>(r.names.size());
   std::vector<Status> statuses(n);
   for (int i = 0; i < n; ++i) {
     TensorEntry* e = entries[i];

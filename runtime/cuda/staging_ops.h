@@ -45,14 +45,14 @@ class StagingOps : public DeviceOps {
   static Status Create(const DeviceOpsOptions& options, std::unique_ptr<DeviceOps>* out);
   ~StagingOps() override;
 
-  Status Execute(const proto::Response& r, const std::vector<TensorEntry*>& entries) override;
+  Status Execute(const Response& r, const std::vector<TensorEntry*>& entries) override;
 
  private:
   explicit StagingOps(const DeviceOpsOptions& options) : options_(options), host_(options.host_backend) {}
 
   // Copies the results of the host entries back to the device and completes the
   // callers' Works.
-  Status CopyBack(const proto::Response& r, const std::vector<TensorEntry*>& entries,
+  Status CopyBack(const Response& r, const std::vector<TensorEntry*>& entries,
                   const std::vector<TensorEntry>& host);
 
   DeviceOpsOptions options_;

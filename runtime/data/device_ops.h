@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "controller/messages.pb.h"
+#include "runtime/data/response.h"
 #include "controller/store/store.h"
 #include "runtime/common/backend.h"
 #include "runtime/common/status.h"
@@ -40,9 +40,9 @@ class DeviceOps {
  public:
   virtual ~DeviceOps() = default;
 
-  // `entries[i]` is this rank's entry for r.names(i), or null if it has none
-  // (a joined rank). r.type() is never RESPONSE_ERROR, BARRIER or JOIN.
-  virtual Status Execute(const proto::Response& r, const std::vector<TensorEntry*>& entries) = 0;
+  // `entries[i]` is this rank's entry for r.names[i], or null if it has none
+  // (a joined rank). r.type is never RESPONSE_ERROR, BARRIER or JOIN.
+  virtual Status Execute(const Response& r, const std::vector<TensorEntry*>& entries) = 0;
 };
 
 struct DeviceOpsOptions {

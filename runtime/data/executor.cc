@@ -27,31 +27,31 @@ void CompleteAll(const std::vector<TensorEntry*>& entries, const Status& status)
     if (e != nullptr) e->work->Complete(status);
 }
 
-Status Executor::Execute(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
-  if (r.device() >= 0 && r.type() != proto::RESPONSE_ERROR && r.type() != proto::RESPONSE_BARRIER &&
-      r.type() != proto::RESPONSE_JOIN)
+Status Executor::Execute(const Response& r, const std::vector<TensorEntry*>& entries) {
+  if (r.device >= 0 && r.type != ResponseType::kError && r.type != ResponseType::kBarrier &&
+      r.type != ResponseType::kJoin)
     return ExecuteOnDevice(r, entries);
-  switch (r.type()) {
-    case proto::RESPONSE_ERROR:
-      CompleteAll(entries, Status(static_cast<StatusCode>(r.error_code()), r.error_message()));
+  switch (r.type) {
+    case ResponseType::kError:
+      CompleteAll(entries, Status(r.error_code, r.error_message));
       return Status::OK();
-    case proto::RESPONSE_ALLREDUCE: return Allreduce(r, entries);
-    case proto::RESPONSE_ALLGATHER: return Allgather(r, entries);
-    case proto::RESPONSE_BROADCAST: return Broadcast(r, entries);
-    case proto::RESPONSE_ALLTOALL: return Alltoall(r, entries);
-    case proto::RESPONSE_REDUCESCATTER: return Reducescatter(r, entries);
-    case proto::RESPONSE_BARRIER: return Barrier(r, entries);
-    case proto::RESPONSE_JOIN: return Join(r, entries);
+    case ResponseType::kAllreduce: return Allreduce(r, entries);
+    case ResponseType::kAllgather: return Allgather(r, entries);
+    case ResponseType::kBroadcast: return Broadcast(r, entries);
+    case ResponseType::kAlltoall: return Alltoall(r, entries);
+    case ResponseType::kReducescatter: return Reducescatter(r, entries);
+    case ResponseType::kBarrier: return Barrier(r, entries);
+    case ResponseType::kJoin: return Join(r, entries);
     default: break;
   }
-  Status s = Status::Internal("unknown response type " + std::to_string(r.type()));
+  Status s = Status::Internal("unknown response type " + std::to_string(static_cast<int>(r.type)));
   CompleteAll(entries, s);
   return s;
 }
 
-Status Executor::ExecuteOnDevice(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+Status Executor::ExecuteOnDevice(const Response& r, const std::vector<TensorEntry*>& entries) {
   if (!device_ops_) {
-    int device = r.device();  // a joined rank has no entry: the coordinator's device
+    int device = r.device;  // a joined rank has no entry: the coordinator's device
     for (const TensorEntry* e : entries) {
       if (e != nullptr) {
         device = e->device;
@@ -63,7 +63,7 @@ Status Executor::ExecuteOnDevice(const proto::Response& r, const std::vector<Ten
                    : Status::InvalidUsage("no device backend is configured for device tensors");
     if (!s.ok()) {
       device_ops_.reset();
-      return s.Prepend("tensor '" + r.names(0) + "' on cuda:" + std::to_string(device));
+      return s.Prepend("tensor '" + r.names[0] + "' on cuda:" + std::to_string(device));
     }
   }
   return device_ops_->Execute(r, entries);
@@ -71,24 +71,24 @@ Status Executor::ExecuteOnDevice(const proto::Response& r, const std::vector<Ten
 
 namespace {
 
-std::string AllreduceWhat(const proto::Response& r) {
-  const int n = r.names_size();
-  return "allreduce of '" + r.names(0) + "'" + (n > 1 ? " and " + std::to_string(n - 1) + " more" : "");
+std::string AllreduceWhat(const Response& r) {
+  const int n = static_cast<int>(r.names.size());
+  return "allreduce of '" + r.names[0] + "'" + (n > 1 ? " and " + std::to_string(n - 1) + " more" : "");
 }
 
 }  // namespace
 
-Status Executor::Allreduce(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
-  const DataType dtype = static_cast<DataType>(r.dtype());
-  const ReduceOp op = static_cast<ReduceOp>(r.reduce_op());
+Status Executor::Allreduce(const Response& r, const std::vector<TensorEntry*>& entries) {
+  const DataType dtype = r.dtype;
+  const ReduceOp op = r.reduce_op;
   const size_t elem = DataTypeSize(dtype);
-  const int n = r.names_size();
+  const int n = static_cast<int>(r.names.size());
   if (op == ReduceOp::kAdasum) return AllreduceAdasum(r, entries);
-  const int64_t total = std::accumulate(r.counts().begin(), r.counts().end(), int64_t{0});
+  const int64_t total = std::accumulate(r.counts.begin(), r.counts.end(), int64_t{0});
   // AVERAGE divides by the set's size, joined ranks included (they contribute
   // zeros), as Horovod and torch's Join do.
   const int64_t divisor = backend_->size();
-  if (backend_->SupportsPieces() && r.prescale_factor() == 1.0 &&
+  if (backend_->SupportsPieces() && r.prescale_factor == 1.0 &&
       std::all_of(entries.begin(), entries.end(), [](const TensorEntry* e) { return e != nullptr; }))
     return AllreducePieces(r, entries, divisor);
   // A lone tensor present on this rank is reduced in its own output buffer.
@@ -98,10 +98,10 @@ Status Executor::Allreduce(const proto::Response& r, const std::vector<TensorEnt
   uint8_t* buf = direct ? static_cast<uint8_t*>(entries[0]->output) : fusion_.Get(total * elem);
   int64_t offset = 0;
   for (int i = 0; i < n; ++i) {
-    const int64_t count = r.counts(i);
+    const int64_t count = r.counts[i];
     uint8_t* dst = direct ? buf : buf + offset * elem;
     if (entries[i] != nullptr) {
-      ScaledCopy(dtype, dst, entries[i]->input, count, r.prescale_factor());
+      ScaledCopy(dtype, dst, entries[i]->input, count, r.prescale_factor);
     } else {
       FillIdentity(dtype, op, dst, count);
     }
@@ -117,12 +117,12 @@ Status Executor::Allreduce(const proto::Response& r, const std::vector<TensorEnt
   Mark(r, Phase::kCopyOut, true);
   offset = 0;
   for (int i = 0; i < n; ++i) {
-    const int64_t count = r.counts(i);
+    const int64_t count = r.counts[i];
     uint8_t* src = direct ? buf : buf + offset * elem;
     offset += count;
     if (entries[i] == nullptr) continue;
     if (op == ReduceOp::kAverage) DivideBuffer(dtype, src, count, divisor);
-    ScaledCopy(dtype, entries[i]->output, src, count, r.postscale_factor());
+    ScaledCopy(dtype, entries[i]->output, src, count, r.postscale_factor);
     entries[i]->work->Complete(Status::OK());
   }
   Mark(r, Phase::kCopyOut, false);
@@ -131,15 +131,15 @@ Status Executor::Allreduce(const proto::Response& r, const std::vector<TensorEnt
 
 // Every tensor is read from its input and written to its output by the backend
 // itself, which finishes (averages, post-scales) each stretch as it writes it.
-Status Executor::AllreducePieces(const proto::Response& r, const std::vector<TensorEntry*>& entries,
+Status Executor::AllreducePieces(const Response& r, const std::vector<TensorEntry*>& entries,
                                  int64_t divisor) {
-  const DataType dtype = static_cast<DataType>(r.dtype());
-  const ReduceOp op = static_cast<ReduceOp>(r.reduce_op());
-  const double post = r.postscale_factor();
+  const DataType dtype = r.dtype;
+  const ReduceOp op = r.reduce_op;
+  const double post = r.postscale_factor;
   std::vector<AllreducePiece> pieces;
   pieces.reserve(entries.size());
-  for (int i = 0; i < r.names_size(); ++i)
-    pieces.push_back({entries[i]->input, entries[i]->output, r.counts(i)});
+  for (int i = 0; i < static_cast<int>(r.names.size()); ++i)
+    pieces.push_back({entries[i]->input, entries[i]->output, r.counts[i]});
   Backend::FinishFn finish;
   if (op == ReduceOp::kAverage || post != 1.0) {
     finish = [&](void* out, int64_t count) {
@@ -161,24 +161,24 @@ Status Executor::AllreducePieces(const proto::Response& r, const std::vector<Ten
 // ends with bitwise-identical results without a second exchange. Simple rather
 // than frugal: the gathered buffer is size times the fused one, and each rank does
 // the whole computation.
-Status Executor::AllreduceAdasum(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
-  const DataType dtype = static_cast<DataType>(r.dtype());
+Status Executor::AllreduceAdasum(const Response& r, const std::vector<TensorEntry*>& entries) {
+  const DataType dtype = r.dtype;
   const size_t elem = DataTypeSize(dtype);
   const int size = backend_->size();
-  const int n = r.names_size();
-  const std::vector<int64_t> counts(r.counts().begin(), r.counts().end());
+  const int n = static_cast<int>(r.names.size());
+  const std::vector<int64_t> counts(r.counts.begin(), r.counts.end());
   const int64_t bytes = std::accumulate(counts.begin(), counts.end(), int64_t{0}) * int64_t(elem);
 
   Mark(r, Phase::kCopyIn, true);
   const void* send = nullptr;
-  if (n == 1 && entries[0] != nullptr && r.prescale_factor() == 1.0) {
+  if (n == 1 && entries[0] != nullptr && r.prescale_factor == 1.0) {
     send = entries[0]->input;
   } else {
     uint8_t* packed = fusion_.Get(bytes);
     int64_t offset = 0;
     for (int i = 0; i < n; ++i) {
       if (entries[i] != nullptr) {
-        ScaledCopy(dtype, packed + offset * elem, entries[i]->input, counts[i], r.prescale_factor());
+        ScaledCopy(dtype, packed + offset * elem, entries[i]->input, counts[i], r.prescale_factor);
       } else {
         FillIdentity(dtype, ReduceOp::kAdasum, packed + offset * elem, counts[i]);
       }
@@ -205,7 +205,7 @@ Status Executor::AllreduceAdasum(const proto::Response& r, const std::vector<Ten
     const uint8_t* src = gathered + offset * elem;
     offset += counts[i];
     if (entries[i] == nullptr) continue;
-    ScaledCopy(dtype, entries[i]->output, src, counts[i], r.postscale_factor());
+    ScaledCopy(dtype, entries[i]->output, src, counts[i], r.postscale_factor);
     entries[i]->work->Complete(Status::OK());
   }
   Mark(r, Phase::kCopyOut, false);
@@ -215,12 +215,12 @@ Status Executor::AllreduceAdasum(const proto::Response& r, const std::vector<Ten
 // Fused allgather: every rank's inputs travel as one contiguous segment per rank
 // (its tensors back to back); each tensor's result is then the concatenation of its
 // block from every rank's segment.
-Status Executor::Allgather(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+Status Executor::Allgather(const Response& r, const std::vector<TensorEntry*>& entries) {
   const int size = backend_->size();
   const int me = backend_->rank();
-  const int n = r.names_size();
-  const size_t elem = DataTypeSize(static_cast<DataType>(r.dtype()));
-  auto block = [&](int i, int rank) { return r.rank_dims(i * size + rank) * r.counts(i) * int64_t(elem); };
+  const int n = static_cast<int>(r.names.size());
+  const size_t elem = DataTypeSize(r.dtype);
+  auto block = [&](int i, int rank) { return r.rank_dims[i * size + rank] * r.counts[i] * int64_t(elem); };
   std::vector<int64_t> bytes_per_rank(size, 0);
   for (int rank = 0; rank < size; ++rank)
     for (int i = 0; i < n; ++i) bytes_per_rank[rank] += block(i, rank);
@@ -252,7 +252,7 @@ Status Executor::Allgather(const proto::Response& r, const std::vector<TensorEnt
   Mark(r, Phase::kCollective, true);
   Status s = backend_->Allgatherv(send, gathered, bytes_per_rank);
   Mark(r, Phase::kCollective, false);
-  if (!s.ok()) return s.Prepend("allgather of '" + r.names(0) + "'");
+  if (!s.ok()) return s.Prepend("allgather of '" + r.names[0] + "'");
 
   Mark(r, Phase::kCopyOut, true);
   std::vector<int64_t> seg_start(size, 0);
@@ -261,11 +261,11 @@ Status Executor::Allgather(const proto::Response& r, const std::vector<TensorEnt
   for (int i = 0; i < n; ++i) {
     TensorEntry* e = entries[i];
     int64_t rows = 0;
-    for (int rank = 0; rank < size; ++rank) rows += r.rank_dims(i * size + rank);
+    for (int rank = 0; rank < size; ++rank) rows += r.rank_dims[i * size + rank];
     if (e != nullptr) {
       if (n > 1) {
         auto& out = e->work->result();
-        out.resize(rows * r.counts(i) * elem);
+        out.resize(rows * r.counts[i] * elem);
         int64_t off = 0;
         for (int rank = 0; rank < size; ++rank) {
           if (block(i, rank) > 0)
@@ -282,35 +282,35 @@ Status Executor::Allgather(const proto::Response& r, const std::vector<TensorEnt
   return Status::OK();
 }
 
-Status Executor::Broadcast(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+Status Executor::Broadcast(const Response& r, const std::vector<TensorEntry*>& entries) {
   TensorEntry* e = entries[0];
   if (e == nullptr) return Status::OK();
-  const int64_t bytes = r.counts(0) * static_cast<int64_t>(DataTypeSize(static_cast<DataType>(r.dtype())));
-  if (backend_->rank() == r.root_rank() && e->output != e->input && bytes > 0)
+  const int64_t bytes = r.counts[0] * static_cast<int64_t>(DataTypeSize(r.dtype));
+  if (backend_->rank() == r.root_rank && e->output != e->input && bytes > 0)
     std::memcpy(e->output, e->input, bytes);
   Mark(r, Phase::kCollective, true);
-  Status s = backend_->Broadcast(e->output, bytes, r.root_rank());
+  Status s = backend_->Broadcast(e->output, bytes, r.root_rank);
   Mark(r, Phase::kCollective, false);
-  if (!s.ok()) return s.Prepend("broadcast of '" + r.names(0) + "'");
+  if (!s.ok()) return s.Prepend("broadcast of '" + r.names[0] + "'");
   e->work->Complete(s);
   return s;
 }
 
-Status Executor::Alltoall(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+Status Executor::Alltoall(const Response& r, const std::vector<TensorEntry*>& entries) {
   TensorEntry* e = entries[0];
   if (e == nullptr) return Status::OK();
   const int size = backend_->size();
   const int me = backend_->rank();
   const int64_t row_bytes =
-      r.counts(0) * static_cast<int64_t>(DataTypeSize(static_cast<DataType>(r.dtype())));
+      r.counts[0] * static_cast<int64_t>(DataTypeSize(r.dtype));
   std::vector<int64_t> send(size), recv(size);
   int64_t recv_rows = 0;
   auto& splits = e->work->received_splits();
   splits.assign(size, 0);
   for (int peer = 0; peer < size; ++peer) {
-    send[peer] = r.split_matrix(me * size + peer) * row_bytes;
-    recv[peer] = r.split_matrix(peer * size + me) * row_bytes;
-    splits[peer] = r.split_matrix(peer * size + me);
+    send[peer] = r.split_matrix[me * size + peer] * row_bytes;
+    recv[peer] = r.split_matrix[peer * size + me] * row_bytes;
+    splits[peer] = r.split_matrix[peer * size + me];
     recv_rows += splits[peer];
   }
   auto& out = e->work->result();
@@ -318,7 +318,7 @@ Status Executor::Alltoall(const proto::Response& r, const std::vector<TensorEntr
   Mark(r, Phase::kCollective, true);
   Status s = backend_->Alltoallv(e->input, send, out.data(), recv);
   Mark(r, Phase::kCollective, false);
-  if (!s.ok()) return s.Prepend("alltoall of '" + r.names(0) + "'");
+  if (!s.ok()) return s.Prepend("alltoall of '" + r.names[0] + "'");
   e->work->result_shape() = WithFirstDim(e->shape, recv_rows);
   e->work->Complete(s);
   return s;
@@ -326,15 +326,15 @@ Status Executor::Alltoall(const proto::Response& r, const std::vector<TensorEntr
 
 // Fused reduce-scatter: the buffer holds rank 0's blocks of every tensor, then
 // rank 1's, and so on, so each rank's share is one contiguous range.
-Status Executor::Reducescatter(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
-  const DataType dtype = static_cast<DataType>(r.dtype());
-  const ReduceOp op = static_cast<ReduceOp>(r.reduce_op());
+Status Executor::Reducescatter(const Response& r, const std::vector<TensorEntry*>& entries) {
+  const DataType dtype = r.dtype;
+  const ReduceOp op = r.reduce_op;
   const size_t elem = DataTypeSize(dtype);
   const int size = backend_->size();
   const int me = backend_->rank();
-  const int n = r.names_size();
-  auto row = [&](int i) { return r.rank_dims(i) > 0 ? r.counts(i) / r.rank_dims(i) : 0; };
-  auto rows = [&](int i, int rank) { return ScatterRows(r.rank_dims(i), size, rank); };
+  const int n = static_cast<int>(r.names.size());
+  auto row = [&](int i) { return r.rank_dims[i] > 0 ? r.counts[i] / r.rank_dims[i] : 0; };
+  auto rows = [&](int i, int rank) { return ScatterRows(r.rank_dims[i], size, rank); };
   std::vector<int64_t> recv_counts(size, 0);
   for (int rank = 0; rank < size; ++rank)
     for (int i = 0; i < n; ++i) recv_counts[rank] += rows(i, rank) * row(i);
@@ -351,7 +351,7 @@ Status Executor::Reducescatter(const proto::Response& r, const std::vector<Tenso
       if (entries[i] != nullptr) {
         ScaledCopy(dtype, buf + off * elem,
                    static_cast<const uint8_t*>(entries[i]->input) + first_row * row(i) * elem, count,
-                   r.prescale_factor());
+                   r.prescale_factor);
       } else {
         FillIdentity(dtype, op, buf + off * elem, count);
       }
@@ -364,7 +364,7 @@ Status Executor::Reducescatter(const proto::Response& r, const std::vector<Tenso
   Mark(r, Phase::kCollective, true);
   Status s = backend_->ReduceScatter(buf, mine, recv_counts, dtype, op);
   Mark(r, Phase::kCollective, false);
-  if (!s.ok()) return s.Prepend("reducescatter of '" + r.names(0) + "'");
+  if (!s.ok()) return s.Prepend("reducescatter of '" + r.names[0] + "'");
 
   Mark(r, Phase::kCopyOut, true);
   off = 0;
@@ -377,7 +377,7 @@ Status Executor::Reducescatter(const proto::Response& r, const std::vector<Tenso
     if (op == ReduceOp::kAverage) DivideBuffer(dtype, src, count, size);
     auto& out = e->work->result();
     out.resize(count * elem);
-    ScaledCopy(dtype, out.data(), src, count, r.postscale_factor());
+    ScaledCopy(dtype, out.data(), src, count, r.postscale_factor);
     e->work->result_shape() = WithFirstDim(e->shape, rows(i, me));
     e->work->Complete(Status::OK());
   }
@@ -386,7 +386,7 @@ Status Executor::Reducescatter(const proto::Response& r, const std::vector<Tenso
 }
 
 // Negotiation already proved every rank reached the barrier; nothing moves.
-Status Executor::Barrier(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+Status Executor::Barrier(const Response& r, const std::vector<TensorEntry*>& entries) {
   for (TensorEntry* e : entries) {
     if (e == nullptr) continue;
     Status s = e->loop_action ? e->loop_action() : Status::OK();
@@ -395,10 +395,10 @@ Status Executor::Barrier(const proto::Response& r, const std::vector<TensorEntry
   return Status::OK();
 }
 
-Status Executor::Join(const proto::Response& r, const std::vector<TensorEntry*>& entries) {
+Status Executor::Join(const Response& r, const std::vector<TensorEntry*>& entries) {
   for (TensorEntry* e : entries) {
     if (e == nullptr) continue;
-    e->work->scalar_result() = r.root_rank();
+    e->work->scalar_result() = r.root_rank;
     e->work->Complete(Status::OK());
   }
   return Status::OK();

@@ -23,7 +23,7 @@
 #include <functional>
 #include <vector>
 
-#include "controller/messages.pb.h"
+#include "runtime/data/response.h"
 #include "runtime/common/backend.h"
 #include "runtime/data/device_ops.h"
 #include "runtime/data/tensor_queue.h"
@@ -64,15 +64,15 @@ enum class Phase { kCopyIn, kCollective, kCopyOut };
 class Executor {
  public:
   // `on_phase(names, phase, begin)` is called around each phase when set.
-  using PhaseHook = std::function<void(const proto::Response&, Phase, bool begin)>;
+  using PhaseHook = std::function<void(const Response&, Phase, bool begin)>;
 
   explicit Executor(Backend* backend, PhaseHook on_phase = nullptr)
       : backend_(backend), on_phase_(std::move(on_phase)) {}
 
-  // `entries[i]` is this rank's entry for response.names(i), or null if it has none.
-  Status Execute(const proto::Response& response, const std::vector<TensorEntry*>& entries);
+  // `entries[i]` is this rank's entry for response.names[i], or null if it has none.
+  Status Execute(const Response& response, const std::vector<TensorEntry*>& entries);
 
-  // Responses on a device (response.device() >= 0) go to a DeviceOps, which the
+  // Responses on a device (response.device >= 0) go to a DeviceOps, which the
   // factory creates on the first one, for the device of this rank's tensors: a job
   // that never enqueues a device tensor never touches CUDA. Failing to create it
   // breaks the communicator (peers may be waiting in the creation).
@@ -82,19 +82,19 @@ class Executor {
   void SetDeviceOps(std::unique_ptr<DeviceOps> ops) { device_ops_ = std::move(ops); }
 
  private:
-  Status ExecuteOnDevice(const proto::Response& r, const std::vector<TensorEntry*>& entries);
-  Status Allreduce(const proto::Response& r, const std::vector<TensorEntry*>& entries);
-  Status AllreducePieces(const proto::Response& r, const std::vector<TensorEntry*>& entries,
+  Status ExecuteOnDevice(const Response& r, const std::vector<TensorEntry*>& entries);
+  Status Allreduce(const Response& r, const std::vector<TensorEntry*>& entries);
+  Status AllreducePieces(const Response& r, const std::vector<TensorEntry*>& entries,
                          int64_t contributors);
-  Status AllreduceAdasum(const proto::Response& r, const std::vector<TensorEntry*>& entries);
-  Status Allgather(const proto::Response& r, const std::vector<TensorEntry*>& entries);
-  Status Broadcast(const proto::Response& r, const std::vector<TensorEntry*>& entries);
-  Status Alltoall(const proto::Response& r, const std::vector<TensorEntry*>& entries);
-  Status Reducescatter(const proto::Response& r, const std::vector<TensorEntry*>& entries);
-  Status Barrier(const proto::Response& r, const std::vector<TensorEntry*>& entries);
-  Status Join(const proto::Response& r, const std::vector<TensorEntry*>& entries);
+  Status AllreduceAdasum(const Response& r, const std::vector<TensorEntry*>& entries);
+  Status Allgather(const Response& r, const std::vector<TensorEntry*>& entries);
+  Status Broadcast(const Response& r, const std::vector<TensorEntry*>& entries);
+  Status Alltoall(const Response& r, const std::vector<TensorEntry*>& entries);
+  Status Reducescatter(const Response& r, const std::vector<TensorEntry*>& entries);
+  Status Barrier(const Response& r, const std::vector<TensorEntry*>& entries);
+  Status Join(const Response& r, const std::vector<TensorEntry*>& entries);
 
-  void Mark(const proto::Response& r, Phase p, bool begin) {
+  void Mark(const Response& r, Phase p, bool begin) {
     if (on_phase_) on_phase_(r, p, begin);
   }
 

@@ -10,23 +10,6 @@ int64_t TensorEntry::NumElements() const {
   return shape.empty() ? 0 : n;
 }
 
-void TensorEntry::ToRequest(int rank, proto::Request* r) const {
-  r->Clear();
-  r->set_request_rank(rank);
-  r->set_type(static_cast<proto::RequestType>(type));
-  r->set_name(name);
-  r->set_dtype(static_cast<int>(dtype));
-  r->set_reduce_op(static_cast<int>(reduce_op));
-  for (int64_t d : shape) r->add_shape(d);
-  r->set_prescale_factor(prescale_factor);
-  r->set_postscale_factor(postscale_factor);
-  r->set_root_rank(root_rank);
-  r->set_device(device);
-  for (int64_t s : splits) r->add_splits(s);
-  r->set_group_id(group_id);
-  r->set_group_size(group_size);
-}
-
 namespace {
 
 // At most this many spare nodes are kept (a few steps' worth of tensors).
@@ -40,7 +23,7 @@ Status InFlight(const std::string& name) {
 
 }  // namespace
 
-bool TensorQueue::Insert(TensorEntry* e, int rank) {
+bool TensorQueue::Insert(TensorEntry* e) {
   Map::iterator at;
   if (spare_.empty()) {
     auto [it, inserted] = entries_.try_emplace(e->name);
@@ -59,40 +42,39 @@ bool TensorQueue::Insert(TensorEntry* e, int rank) {
     result.position->second = std::move(*e);
     at = result.position;
   }
-  at->second.ToRequest(rank, new_requests_.add_requests());
+  at->second.unpopped_slot = static_cast<int64_t>(new_.size());
+  new_.push_back(&at->second);
   return true;
 }
 
-Status TensorQueue::Enqueue(TensorEntry* entries, size_t n, int rank) {
+Status TensorQueue::Enqueue(TensorEntry* entries, size_t n) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!refusal_.ok()) return refusal_;
   if (n == 1) {
     // The common case (one tensor per call): one lookup, no set of names.
-    return Insert(&entries[0], rank) ? Status::OK() : InFlight(entries[0].name);
+    return Insert(&entries[0]) ? Status::OK() : InFlight(entries[0].name);
   }
   std::unordered_set<std::string> names;
   for (size_t i = 0; i < n; ++i) {
     const std::string& name = entries[i].name;
     if (entries_.count(name) || !names.insert(name).second) return InFlight(name);
   }
-  for (size_t i = 0; i < n; ++i) HVD_CHECK(Insert(&entries[i], rank));
+  for (size_t i = 0; i < n; ++i) HVD_CHECK(Insert(&entries[i]));
   return Status::OK();
 }
 
-void TensorQueue::PopRequests(proto::RequestList* out) {
-  std::lock_guard<std::mutex> lock(mu_);
-  out->mutable_requests()->Clear();
-  out->mutable_requests()->Swap(new_requests_.mutable_requests());
-}
-
-void TensorQueue::TakeAll(const google::protobuf::RepeatedPtrField<std::string>& names,
-                          Taken* out) {
+void TensorQueue::TakeAll(const std::vector<std::string>& names, Taken* out) {
   out->nodes_.clear();
   out->nodes_.resize(names.size());
   std::lock_guard<std::mutex> lock(mu_);
-  for (int i = 0; i < names.size(); ++i) {
+  for (size_t i = 0; i < names.size(); ++i) {
     auto it = entries_.find(names[i]);
-    if (it != entries_.end()) out->nodes_[i] = entries_.extract(it);
+    if (it == entries_.end()) continue;
+    if (it->second.unpopped_slot >= 0) {
+      new_[it->second.unpopped_slot] = nullptr;
+      it->second.unpopped_slot = -1;
+    }
+    out->nodes_[i] = entries_.extract(it);
   }
 }
 
@@ -116,7 +98,7 @@ void TensorQueue::FailAll(const Status& status, bool refuse_new) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     failed.swap(entries_);
-    new_requests_.mutable_requests()->Clear();
+    new_.clear();
     if (refuse_new) refusal_ = status;
   }
   for (auto& [name, e] : failed) e.work->Complete(status);

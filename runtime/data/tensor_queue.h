@@ -1,8 +1,8 @@
 // TensorEntry and TensorQueue: this rank's collectives between enqueue and completion.
 //
-// User threads Enqueue; the background thread takes the new requests each cycle
-// (PopRequests), and after negotiation takes the entries named by each response
-// (TakeAll). A name stays reserved from Enqueue until its entry is taken, so the same
+// User threads Enqueue; the background thread visits the entries enqueued since the
+// last cycle (PopNew, to send their requests), and after negotiation takes the
+// entries named by each response (TakeAll). A name stays reserved from Enqueue until its entry is taken, so the same
 // name enqueued twice while in flight is refused with kInvalidUsage.
 // Thread-safe; no lock is held while communicating.
 #ifndef HVD_RUNTIME_DATA_TENSOR_QUEUE_H_
@@ -16,7 +16,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "controller/messages.pb.h"
 #include "runtime/common/status.h"
 #include "runtime/common/types.h"
 #include "runtime/data/work.h"
@@ -50,26 +49,36 @@ struct TensorEntry {
   // Barriers only: run by the background thread when every rank has arrived
   // (process-set changes use it); its status completes the Work.
   std::function<Status()> loop_action;
+  // TensorQueue's bookkeeping: the entry's index in its list of entries not yet
+  // popped (PopNew), or -1.
+  int64_t unpopped_slot = -1;
 
   int64_t NumElements() const;
-  // This entry's request from `rank`, into `r`, overwriting every field (and
-  // reusing its allocations).
-  void ToRequest(int rank, proto::Request* r) const;
 };
 
 class TensorQueue {
  public:
   // Adds entries atomically (a group goes in one cycle). Refuses with kInvalidUsage,
   // adding none, if a name is already in flight or repeated in `entries`.
-  Status Enqueue(std::vector<TensorEntry> entries, int rank) {
-    return Enqueue(entries.data(), entries.size(), rank);
-  }
+  Status Enqueue(std::vector<TensorEntry> entries) { return Enqueue(entries.data(), entries.size()); }
   // The same for entries[0..n), which are moved from when they are added.
-  Status Enqueue(TensorEntry* entries, size_t n, int rank);
+  Status Enqueue(TensorEntry* entries, size_t n);
 
-  // Moves the requests added since the last call into `out`'s requests
-  // (replacing what they held).
-  void PopRequests(proto::RequestList* out);
+  // Calls f(entry) for every entry added since the last call, in the order they
+  // were added, under the queue's lock (f must not call back into the queue), and
+  // forgets them. The runtime turns each into the request it sends.
+  // An entry taken before it was popped (an error response can name a tensor this
+  // rank enqueued after the cycle began) is never visited.
+  template <typename F>
+  void PopNew(F&& f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (TensorEntry* e : new_) {
+      if (e == nullptr) continue;
+      e->unpopped_slot = -1;
+      f(static_cast<const TensorEntry&>(*e));
+    }
+    new_.clear();
+  }
 
   using Map = std::unordered_map<std::string, TensorEntry>;
 
@@ -88,7 +97,7 @@ class TensorQueue {
 
   // Removes the entries for `names`, under one lock, into `out` (replacing what
   // it held): out->get(i) is names[i]'s entry.
-  void TakeAll(const google::protobuf::RepeatedPtrField<std::string>& names, Taken* out);
+  void TakeAll(const std::vector<std::string>& names, Taken* out);
 
   // Once their response has run: drops the taken entries' Works and actions and
   // keeps their nodes for later enqueues. Leaves `taken` empty.
@@ -102,14 +111,17 @@ class TensorQueue {
 
  private:
   // Adds `e` under its name, reusing a spare node; false if the name is taken.
-  bool Insert(TensorEntry* e, int rank);
+  bool Insert(TensorEntry* e);
 
   mutable std::mutex mu_;
   Map entries_;
   // Nodes of taken entries, reused by later enqueues (a step's tensors come back
   // every step), so that an enqueue allocates no map node or key.
   std::vector<Map::node_type> spare_;
-  proto::RequestList new_requests_;
+  // Entries added since the last PopNew, in order. They live in entries_' nodes,
+  // which do not move while the entry is in the map; TakeAll nulls the slot of an
+  // entry it takes before it was popped, and FailAll clears the list with the map.
+  std::vector<TensorEntry*> new_;
   Status refusal_;
 };
 

@@ -17,8 +17,8 @@ using std::chrono::milliseconds;
 class FakeDeviceOps : public DeviceOps {
  public:
   explicit FakeDeviceOps(std::vector<std::string>* seen) : seen_(seen) {}
-  Status Execute(const proto::Response& r, const std::vector<TensorEntry*>& entries) override {
-    seen_->push_back(r.names(0));
+  Status Execute(const Response& r, const std::vector<TensorEntry*>& entries) override {
+    seen_->push_back(r.names[0]);
     for (TensorEntry* e : entries)
       if (e) e->work->Complete(Status::OK());
     return Status::OK();
@@ -28,12 +28,12 @@ class FakeDeviceOps : public DeviceOps {
   std::vector<std::string>* seen_;
 };
 
-proto::Response DeviceResponse(const std::string& name, int device) {
-  proto::Response r;
-  r.set_type(proto::RESPONSE_ALLREDUCE);
-  r.add_names(name);
-  r.add_counts(4);
-  r.set_device(device);
+Response DeviceResponse(const std::string& name, int device) {
+  Response r;
+  r.type = ResponseType::kAllreduce;
+  r.names = {name};
+  r.counts = {4};
+  r.device = device;
   return r;
 }
 
@@ -79,10 +79,10 @@ TEST(DeviceOps, ExecutorWithoutADeviceBackendFailsTheResponseWithTheReason) {
 
 TEST(DeviceOps, ErrorResponsesOnADeviceStayWithTheHostExecutor) {
   Executor executor(nullptr);  // no device backend: an error response must not need one
-  proto::Response r = DeviceResponse("bad", 0);
-  r.set_type(proto::RESPONSE_ERROR);
-  r.set_error_code(static_cast<int>(StatusCode::kMismatch));
-  r.set_error_message("dtype differs");
+  Response r = DeviceResponse("bad", 0);
+  r.type = ResponseType::kError;
+  r.error_code = StatusCode::kMismatch;
+  r.error_message = "dtype differs";
   TensorEntry e;
   e.name = "bad";
   e.work = std::make_shared<Work>("bad");

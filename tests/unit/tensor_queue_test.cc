@@ -38,10 +38,8 @@ TensorEntry Entry(const std::string& name, int64_t count = 4) {
 
 // Takes one name's entry, as the loop does for a response (TakeAll).
 bool Take(TensorQueue& q, const std::string& name, TensorEntry* out) {
-  proto::Response r;
-  r.add_names(name);
   TensorQueue::Taken taken;
-  q.TakeAll(r.names(), &taken);
+  q.TakeAll({name}, &taken);
   const bool found = taken.get(0) != nullptr;
   if (found) *out = std::move(*taken.get(0));
   q.Recycle(&taken);
@@ -55,11 +53,16 @@ std::vector<TensorEntry> One(TensorEntry e) {
 }
 
 std::vector<std::string> PoppedNames(TensorQueue& q) {
-  proto::RequestList reqs;
-  q.PopRequests(&reqs);
   std::vector<std::string> names;
-  for (const auto& r : reqs.requests()) names.push_back(r.name());
+  q.PopNew([&](const TensorEntry& e) { names.push_back(e.name); });
   return names;
+}
+
+// The new entries' names and shapes, as PopNew shows them.
+std::vector<std::pair<std::string, std::vector<int64_t>>> Popped(TensorQueue& q) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  q.PopNew([&](const TensorEntry& e) { out.emplace_back(e.name, e.shape); });
+  return out;
 }
 
 // ---------------------------------------------------------------- TensorEntry
@@ -75,45 +78,6 @@ TEST(TensorEntryTest, NumElements) {
   EXPECT_EQ(e.NumElements(), 0);
 }
 
-TEST(TensorEntryTest, ToRequestCarriesEveryField) {
-  TensorEntry e;
-  e.name = "layer/w";
-  e.type = OpType::kAlltoall;
-  e.dtype = DataType::kBFloat16;
-  e.reduce_op = ReduceOp::kMax;
-  e.shape = {6, 2};
-  e.prescale_factor = 0.5;
-  e.postscale_factor = 3.0;
-  e.root_rank = 1;
-  e.device = 2;
-  e.splits = {4, 2};
-  e.group_id = 77;
-  e.group_size = 3;
-  // Into a request that held another tensor's (as the queue's reused ones do):
-  // nothing of the old one may survive.
-  proto::Request r;
-  r.set_name("old/longer/name");
-  r.add_shape(9);
-  r.add_shape(9);
-  r.add_shape(9);
-  r.add_splits(1);
-  r.set_root_rank(7);
-  e.ToRequest(5, &r);
-  EXPECT_EQ(r.request_rank(), 5);
-  EXPECT_EQ(r.type(), proto::ALLTOALL);
-  EXPECT_EQ(r.name(), "layer/w");
-  EXPECT_EQ(r.dtype(), static_cast<int>(DataType::kBFloat16));
-  EXPECT_EQ(r.reduce_op(), static_cast<int>(ReduceOp::kMax));
-  EXPECT_THAT(r.shape(), ElementsAre(6, 2));
-  EXPECT_EQ(r.prescale_factor(), 0.5);
-  EXPECT_EQ(r.postscale_factor(), 3.0);
-  EXPECT_EQ(r.root_rank(), 1);
-  EXPECT_EQ(r.device(), 2);
-  EXPECT_THAT(r.splits(), ElementsAre(4, 2));
-  EXPECT_EQ(r.group_id(), 77);
-  EXPECT_EQ(r.group_size(), 3);
-}
-
 // ---------------------------------------------------------------- TensorQueue
 
 TEST(TensorQueueTest, EnqueuePopAndTake) {
@@ -122,17 +86,14 @@ TEST(TensorQueueTest, EnqueuePopAndTake) {
   batch.push_back(Entry("a", 3));
   batch.push_back(Entry("b", 5));
   auto work_a = batch[0].work;
-  ASSERT_TRUE(q.Enqueue(std::move(batch), 2).ok());
+  ASSERT_TRUE(q.Enqueue(std::move(batch)).ok());
   EXPECT_EQ(q.size(), 2u);
 
-  proto::RequestList list;
-  q.PopRequests(&list);
-  const auto& reqs = list.requests();
-  ASSERT_EQ(reqs.size(), 2);
-  EXPECT_EQ(reqs[0].name(), "a");
-  EXPECT_EQ(reqs[1].name(), "b");
-  EXPECT_EQ(reqs[0].request_rank(), 2);
-  EXPECT_THAT(reqs[1].shape(), ElementsAre(5));
+  const auto popped = Popped(q);
+  ASSERT_EQ(popped.size(), 2u);
+  EXPECT_EQ(popped[0].first, "a");
+  EXPECT_EQ(popped[1].first, "b");
+  EXPECT_THAT(popped[1].second, ElementsAre(5));
   EXPECT_TRUE(PoppedNames(q).empty()) << "each request is popped once";
   EXPECT_EQ(q.size(), 2u) << "popping the requests keeps the entries";
 
@@ -150,11 +111,10 @@ TEST(TensorQueueTest, EnqueuePopAndTake) {
 
 TEST(TensorQueueTest, TakeAllTakesWhatThisRankHasInResponseOrder) {
   TensorQueue q;
-  for (const char* n : {"a", "b", "c"}) ASSERT_TRUE(q.Enqueue(One(Entry(n, 2)), 0).ok());
-  proto::Response r;
-  for (const char* n : {"c", "never", "a"}) r.add_names(n);
+  for (const char* n : {"a", "b", "c"}) ASSERT_TRUE(q.Enqueue(One(Entry(n, 2))).ok());
+  const std::vector<std::string> names = {"c", "never", "a"};
   TensorQueue::Taken out;
-  q.TakeAll(r.names(), &out);
+  q.TakeAll(names, &out);
   ASSERT_EQ(out.size(), 3);
   ASSERT_NE(out.get(0), nullptr);
   EXPECT_EQ(out.get(1), nullptr);
@@ -167,7 +127,7 @@ TEST(TensorQueueTest, TakeAllTakesWhatThisRankHasInResponseOrder) {
   q.Recycle(&out);
   EXPECT_EQ(out.size(), 0);
   EXPECT_TRUE(c_work.expired()) << "a recycled node lets go of its Work";
-  q.TakeAll(r.names(), &out);
+  q.TakeAll(names, &out);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(out.get(i), nullptr) << "each entry is taken once";
   TensorEntry b;
   EXPECT_TRUE(Take(q, "b", &b));
@@ -175,20 +135,20 @@ TEST(TensorQueueTest, TakeAllTakesWhatThisRankHasInResponseOrder) {
 
 TEST(TensorQueueTest, RequestsComeOutInEnqueueOrderAcrossCalls) {
   TensorQueue q;
-  for (const char* n : {"z", "y", "x"}) ASSERT_TRUE(q.Enqueue(One(Entry(n)), 0).ok());
+  for (const char* n : {"z", "y", "x"}) ASSERT_TRUE(q.Enqueue(One(Entry(n))).ok());
   EXPECT_THAT(PoppedNames(q), ElementsAre("z", "y", "x"));
-  ASSERT_TRUE(q.Enqueue(One(Entry("w")), 0).ok());
+  ASSERT_TRUE(q.Enqueue(One(Entry("w"))).ok());
   EXPECT_THAT(PoppedNames(q), ElementsAre("w"));
 }
 
 TEST(TensorQueueTest, DuplicateNameInFlightIsRefusedAndNoneOfTheGroupIsAdded) {
   TensorQueue q;
-  ASSERT_TRUE(q.Enqueue(One(Entry("a")), 0).ok());
+  ASSERT_TRUE(q.Enqueue(One(Entry("a"))).ok());
   std::vector<TensorEntry> group;
   group.push_back(Entry("b"));
   group.push_back(Entry("a"));
   group.push_back(Entry("c"));
-  Status s = q.Enqueue(std::move(group), 0);
+  Status s = q.Enqueue(std::move(group));
   EXPECT_EQ(s.code(), StatusCode::kInvalidUsage);
   EXPECT_THAT(s.message(), AllOf(HasSubstr("'a'"), HasSubstr("in flight")));
   EXPECT_EQ(q.size(), 1u);
@@ -197,7 +157,7 @@ TEST(TensorQueueTest, DuplicateNameInFlightIsRefusedAndNoneOfTheGroupIsAdded) {
   EXPECT_FALSE(Take(q, "b", &out));
   EXPECT_FALSE(Take(q, "c", &out));
   // Still refused after its request was popped: the name is reserved until Take.
-  s = q.Enqueue(One(Entry("a")), 0);
+  s = q.Enqueue(One(Entry("a")));
   EXPECT_EQ(s.code(), StatusCode::kInvalidUsage);
 }
 
@@ -207,21 +167,36 @@ TEST(TensorQueueTest, NameRepeatedWithinOneGroupIsRefused) {
   group.push_back(Entry("x"));
   group.push_back(Entry("y"));
   group.push_back(Entry("x"));
-  Status s = q.Enqueue(std::move(group), 0);
+  Status s = q.Enqueue(std::move(group));
   EXPECT_EQ(s.code(), StatusCode::kInvalidUsage);
   EXPECT_THAT(s.message(), HasSubstr("'x'"));
   EXPECT_EQ(q.size(), 0u);
   EXPECT_TRUE(PoppedNames(q).empty());
 }
 
-TEST(TensorQueueTest, NameIsReusableAfterTake) {
+// A name is free again once taken; an entry taken before it was popped (an error
+// response for a tensor enqueued after the cycle began) is never popped, and the
+// node it leaves behind is not visited.
+TEST(TensorQueueTest, NameIsReusableAfterTakeAndATakenEntryIsNotPopped) {
   TensorQueue q;
   TensorEntry out;
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(q.Enqueue(One(Entry("step")), 0).ok()) << "round " << i;
+    ASSERT_TRUE(q.Enqueue(One(Entry("step", 10 + i))).ok()) << "round " << i;
     ASSERT_TRUE(Take(q, "step", &out));
   }
-  EXPECT_THAT(PoppedNames(q), ElementsAre("step", "step", "step"));
+  ASSERT_TRUE(q.Enqueue(One(Entry("before", 1))).ok());
+  ASSERT_TRUE(q.Enqueue(One(Entry("step", 20))).ok());
+  ASSERT_TRUE(q.Enqueue(One(Entry("gone", 2))).ok());
+  ASSERT_TRUE(Take(q, "gone", &out));
+  ASSERT_TRUE(q.Enqueue(One(Entry("after", 3))).ok());
+  const auto popped = Popped(q);
+  ASSERT_EQ(popped.size(), 3u);
+  EXPECT_EQ(popped[0].first, "before");
+  EXPECT_EQ(popped[1].first, "step");
+  EXPECT_THAT(popped[1].second, ElementsAre(20));
+  EXPECT_EQ(popped[2].first, "after");
+  ASSERT_TRUE(Take(q, "step", &out));  // after it was popped: nothing to unlink
+  EXPECT_TRUE(PoppedNames(q).empty());
 }
 
 // Taken entries leave their map nodes for later enqueues: a reused node must
@@ -229,25 +204,23 @@ TEST(TensorQueueTest, NameIsReusableAfterTake) {
 // half-filled.
 TEST(TensorQueueTest, ReusedNodesHoldOnlyTheNewEntry) {
   TensorQueue q;
-  for (const char* n : {"a", "b", "c"}) ASSERT_TRUE(q.Enqueue(One(Entry(n, 7)), 0).ok());
+  for (const char* n : {"a", "b", "c"}) ASSERT_TRUE(q.Enqueue(One(Entry(n, 7))).ok());
   TensorEntry out;
   for (const char* n : {"a", "b", "c"}) ASSERT_TRUE(Take(q, n, &out));
   PoppedNames(q);
-  ASSERT_TRUE(q.Enqueue(One(Entry("a longer name than the short-string buffer", 3)), 1).ok());
-  Status dup = q.Enqueue(One(Entry("a longer name than the short-string buffer", 9)), 1);
+  ASSERT_TRUE(q.Enqueue(One(Entry("a longer name than the short-string buffer", 3))).ok());
+  Status dup = q.Enqueue(One(Entry("a longer name than the short-string buffer", 9)));
   EXPECT_EQ(dup.code(), StatusCode::kInvalidUsage);
   std::vector<TensorEntry> group;
   group.push_back(Entry("g1", 5));
   group.push_back(Entry("g2", 6));
-  ASSERT_TRUE(q.Enqueue(std::move(group), 1).ok());
+  ASSERT_TRUE(q.Enqueue(std::move(group)).ok());
   EXPECT_EQ(q.size(), 3u);
-  proto::RequestList reqs;
-  q.PopRequests(&reqs);
-  ASSERT_EQ(reqs.requests_size(), 3);
-  EXPECT_EQ(reqs.requests(0).name(), "a longer name than the short-string buffer");
-  EXPECT_THAT(reqs.requests(0).shape(), ElementsAre(3));
-  EXPECT_EQ(reqs.requests(0).request_rank(), 1);
-  EXPECT_THAT(reqs.requests(2).shape(), ElementsAre(6));
+  const auto popped = Popped(q);
+  ASSERT_EQ(popped.size(), 3u);
+  EXPECT_EQ(popped[0].first, "a longer name than the short-string buffer");
+  EXPECT_THAT(popped[0].second, ElementsAre(3));
+  EXPECT_THAT(popped[2].second, ElementsAre(6));
   ASSERT_TRUE(Take(q, "a longer name than the short-string buffer", &out));
   EXPECT_EQ(out.name, "a longer name than the short-string buffer");
   EXPECT_THAT(out.shape, ElementsAre(3));
@@ -259,7 +232,7 @@ TEST(TensorQueueTest, ReusedNodesHoldOnlyTheNewEntry) {
 
 TEST(TensorQueueTest, EmptyGroupIsFine) {
   TensorQueue q;
-  EXPECT_TRUE(q.Enqueue({}, 0).ok());
+  EXPECT_TRUE(q.Enqueue({}).ok());
   EXPECT_EQ(q.size(), 0u);
 }
 
@@ -269,7 +242,7 @@ TEST(TensorQueueTest, FailAllCompletesEveryWorkAndEmptiesTheQueue) {
   for (const char* n : {"a", "b", "c"}) {
     TensorEntry e = Entry(n);
     works.push_back(e.work);
-    ASSERT_TRUE(q.Enqueue(One(std::move(e)), 0).ok());
+    ASSERT_TRUE(q.Enqueue(One(std::move(e))).ok());
   }
   TensorEntry taken;
   ASSERT_TRUE(Take(q, "b", &taken));  // already handed to the background thread
@@ -284,15 +257,15 @@ TEST(TensorQueueTest, FailAllCompletesEveryWorkAndEmptiesTheQueue) {
   }
   EXPECT_FALSE(works[1]->Poll()) << "a taken entry is no longer the queue's to fail";
   // Not refusing: new work is accepted, including the failed names.
-  EXPECT_TRUE(q.Enqueue(One(Entry("a")), 0).ok());
+  EXPECT_TRUE(q.Enqueue(One(Entry("a"))).ok());
   EXPECT_THAT(PoppedNames(q), ElementsAre("a"));
 }
 
 TEST(TensorQueueTest, FailAllCanRefuseNewWork) {
   TensorQueue q;
-  ASSERT_TRUE(q.Enqueue(One(Entry("a")), 0).ok());
+  ASSERT_TRUE(q.Enqueue(One(Entry("a"))).ok());
   q.FailAll(Status::ShutDown("the runtime has shut down"), /*refuse_new=*/true);
-  Status s = q.Enqueue(One(Entry("fresh")), 0);
+  Status s = q.Enqueue(One(Entry("fresh")));
   EXPECT_EQ(s.code(), StatusCode::kShutDown);
   EXPECT_EQ(s.message(), "the runtime has shut down");
   EXPECT_EQ(q.size(), 0u);
@@ -304,14 +277,12 @@ TEST(TensorQueueTest, ConcurrentEnqueuesOfDistinctNamesLoseNothing) {
   TensorQueue q;
   std::atomic<bool> done{false};
   std::atomic<int> failures{0};
-  std::vector<proto::Request> popped;
+  std::vector<std::string> popped;
   // A consumer pops while the producers run, as the background thread does.
   std::thread consumer([&] {
     while (true) {
       const bool last = done.load();
-      proto::RequestList batch;
-      q.PopRequests(&batch);
-      popped.insert(popped.end(), batch.requests().begin(), batch.requests().end());
+      q.PopNew([&](const TensorEntry& e) { popped.push_back(e.name); });
       if (last) break;
       std::this_thread::yield();
     }
@@ -320,7 +291,7 @@ TEST(TensorQueueTest, ConcurrentEnqueuesOfDistinctNamesLoseNothing) {
   for (int t = 0; t < kThreads; ++t) {
     producers.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
-        if (!q.Enqueue(One(Entry("t" + std::to_string(t) + "." + std::to_string(i))), t).ok())
+        if (!q.Enqueue(One(Entry("t" + std::to_string(t) + "." + std::to_string(i)))).ok())
           ++failures;
       }
     });
@@ -333,12 +304,12 @@ TEST(TensorQueueTest, ConcurrentEnqueuesOfDistinctNamesLoseNothing) {
   ASSERT_EQ(popped.size(), static_cast<size_t>(kThreads * kPerThread));
   std::set<std::string> names;
   std::vector<int> last_index(kThreads, -1);
-  for (const auto& r : popped) {
-    names.insert(r.name());
-    // Each producer's requests keep their order.
-    const int t = r.request_rank();
-    const int i = std::stoi(r.name().substr(r.name().find('.') + 1));
-    EXPECT_GT(i, last_index[t]) << r.name();
+  for (const auto& name : popped) {
+    names.insert(name);
+    // Each producer's entries keep their order ("t<producer>.<i>").
+    const int t = std::stoi(name.substr(1, name.find('.') - 1));
+    const int i = std::stoi(name.substr(name.find('.') + 1));
+    EXPECT_GT(i, last_index[t]) << name;
     last_index[t] = i;
   }
   EXPECT_EQ(names.size(), static_cast<size_t>(kThreads * kPerThread));
@@ -354,7 +325,7 @@ TEST(TensorQueueTest, ConcurrentEnqueuesOfOneNameAdmitExactlyOne) {
   for (int t = 0; t < 8; ++t)
     threads.emplace_back([&] {
       for (int i = 0; i < 50; ++i) {
-        Status s = q.Enqueue(One(Entry("shared." + std::to_string(i))), 0);
+        Status s = q.Enqueue(One(Entry("shared." + std::to_string(i))));
         if (s.ok()) {
           ++admitted;
         } else {
