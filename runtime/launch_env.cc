@@ -1,5 +1,7 @@
 #include "runtime/launch_env.h"
 
+#include "runtime/common/job_keys.h"
+
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -399,15 +401,15 @@ Status ChooseGlooAddress(const LaunchEnv& launch, RuntimeOptions* options) {
 
 Status ExchangeCrossRanks(const LaunchEnv& launch, Store& store, RuntimeOptions* options) {
   if (launch.exchange_cross_ranks) {
-    const std::string all_key = "hvd_launch/local_ranks";
-    HVD_RETURN_IF_ERROR(store.Set("hvd_launch/local_rank/" + std::to_string(options->rank),
+    const std::string all_key = keys::kLaunchLocalRanks;
+    HVD_RETURN_IF_ERROR(store.Set(keys::LaunchLocalRank(options->rank),
                                   std::to_string(options->local_rank)));
     if (options->rank == 0) {
       std::string list;
       for (int r = 0; r < options->size; ++r) {
         std::string v;
         HVD_RETURN_IF_ERROR(
-            store.Get("hvd_launch/local_rank/" + std::to_string(r), options->timeout, &v)
+            store.Get(keys::LaunchLocalRank(r), options->timeout, &v)
                 .Prepend("exchanging local ranks: rank " + std::to_string(r)));
         list += (r == 0 ? "" : ",") + v;
       }

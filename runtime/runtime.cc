@@ -10,6 +10,7 @@
 #include "runtime/common/control_channel.h"
 #include "runtime/kernels/adasum.h"
 #include "runtime/common/cpu_binding.h"
+#include "runtime/common/job_keys.h"
 #include "runtime/transport/gloo/gloo_backend.h"
 #include "runtime/transport/host_plane.h"
 
@@ -58,7 +59,7 @@ Status Runtime::Connect(int id, const std::vector<int>& ranks, std::shared_ptr<C
   HVD_CHECK(my < static_cast<int>(ranks.size()));
   comm->rank = my;
   comm->size = static_cast<int>(ranks.size());
-  const std::string scope = id == 0 ? "global/" : "ps" + std::to_string(id) + "/";
+  const std::string scope = keys::CommunicatorScope(id);
   HostPlaneOptions hopts;
   hopts.store = NewPrefixStore(store_, scope);
   hopts.device = device_;
@@ -184,7 +185,7 @@ Status Runtime::Start(std::shared_ptr<Store> store) {
 }
 
 void Runtime::Heartbeat() {
-  const std::string key = "alive/" + std::to_string(rank());
+  const std::string key = keys::Alive(rank());
   int64_t beats = 0;
   std::unique_lock<std::mutex> lock(mu_);
   while (!heartbeat_stop_) {
@@ -200,7 +201,7 @@ std::vector<int> Runtime::SilentRanks() {
     std::vector<int64_t> v(size(), -1);
     for (int r = 0; r < size(); ++r) {
       int64_t x = 0;
-      if (r != rank() && store_->Add("alive/" + std::to_string(r), 0, &x).ok()) v[r] = x;
+      if (r != rank() && store_->Add(keys::Alive(r), 0, &x).ok()) v[r] = x;
     }
     return v;
   };
@@ -233,7 +234,7 @@ Status Runtime::Shutdown() {
   StopTimeline();
   if (straggler_ && options_.straggler_report && launcher_store_) {
     std::lock_guard<std::mutex> lock(report_mu_);
-    if (!report_left_) launcher_store_->Set(kLauncherStragglerKey, straggler_->Report());
+    if (!report_left_) launcher_store_->Set(keys::kStragglerReport, straggler_->Report());
     report_left_ = true;
   }
   return LoopStatus();
@@ -758,7 +759,7 @@ Status Runtime::Diagnose(const Status& status) {
   // moment to say which rank and how, since a closed socket names neither.
   std::string reason;
   if (launcher_store_ &&
-      launcher_store_->Get(kLauncherAbortKey, std::chrono::milliseconds(1000), &reason).ok() &&
+      launcher_store_->Get(keys::kLauncherAbortReason, std::chrono::milliseconds(1000), &reason).ok() &&
       !reason.empty())
     return Status(StatusCode::kRemoteError, reason + " (" + seen + ")");
   // Otherwise name whoever stopped beating. In a ring a rank waits on its
@@ -778,13 +779,13 @@ Status Runtime::AgreeOnFirstFailure(const Status& mine) {
   // as the cause, and what they saw themselves after it. Store calls are bounded;
   // if the store is gone, each rank's own view stands.
   int64_t order = 0;
-  if (!store_->Add("abort/count", 1, &order).ok()) return mine;
+  if (!store_->Add(keys::kAbortCount, 1, &order).ok()) return mine;
   if (order == 1) {
-    store_->Set("abort/reason", std::to_string(static_cast<int>(mine.code())) + " " + mine.message());
+    store_->Set(keys::kAbortReason, std::to_string(static_cast<int>(mine.code())) + " " + mine.message());
     return mine;
   }
   std::string reason;
-  if (!store_->Get("abort/reason", std::chrono::milliseconds(2000), &reason).ok()) return mine;
+  if (!store_->Get(keys::kAbortReason, std::chrono::milliseconds(2000), &reason).ok()) return mine;
   const size_t sp = reason.find(' ');
   const int code = std::atoi(reason.substr(0, sp).c_str());
   if (sp == std::string::npos || code <= 0 || reason.substr(sp + 1) == mine.message()) return mine;

@@ -71,18 +71,12 @@ struct AllreduceArgs {
 // count or a shape whose product is not the count.
 Status MakeAllreduceEntry(AllreduceArgs args, TensorEntry* out);
 
-// Where rank 0 leaves its straggler report for dprun --straggler-report.
-constexpr char kLauncherStragglerKey[] = "hvd/straggler_report";
-// Where dprun records the first rank that died and how ("rank 2 (pid 41) was
-// killed by signal 9 (Killed)").
-constexpr char kLauncherAbortKey[] = "hvd/abort/reason";
-
 class Runtime {
  public:
   // `store` is this job's rendezvous store (already scoped to the job). It must be
   // shared by all `options.size` ranks. `launcher_store`, when given, is the
   // launcher's unscoped view, where dprun records why a rank died
-  // (key kLauncherAbortKey); the runtime then reports that as the cause.
+  // (keys::kLauncherAbortReason); the runtime then reports that as the cause.
   static Status Create(const RuntimeOptions& options, std::shared_ptr<Store> store,
                        std::unique_ptr<Runtime>* out,
                        std::shared_ptr<Store> launcher_store = nullptr);

@@ -18,6 +18,7 @@
 #include "runtime/launch_env.h"
 #include "controller/store/store.h"
 #include "controller/store/tcp_store.h"
+#include "runtime/common/job_keys.h"
 #include "runtime/data/device_ops.h"
 #include "runtime/runtime.h"
 
@@ -30,6 +31,29 @@ static_assert(HVD_SUM == static_cast<int>(hvd::ReduceOp::kSum) &&
                   HVD_ADASUM == static_cast<int>(hvd::ReduceOp::kAdasum) &&
                   HVD_ADASUM + 1 == hvd::kNumReduceOps,
               "hvd_reduce_op_t and hvd::ReduceOp must agree");
+// hvd_dtype_t mirrors hvd::DataType, and hvd_status_t hvd::StatusCode.
+static_assert(HVD_FLOAT32 == static_cast<int>(hvd::DataType::kFloat32) &&
+                  HVD_FLOAT64 == static_cast<int>(hvd::DataType::kFloat64) &&
+                  HVD_FLOAT16 == static_cast<int>(hvd::DataType::kFloat16) &&
+                  HVD_BFLOAT16 == static_cast<int>(hvd::DataType::kBFloat16) &&
+                  HVD_INT8 == static_cast<int>(hvd::DataType::kInt8) &&
+                  HVD_UINT8 == static_cast<int>(hvd::DataType::kUInt8) &&
+                  HVD_INT32 == static_cast<int>(hvd::DataType::kInt32) &&
+                  HVD_INT64 == static_cast<int>(hvd::DataType::kInt64) &&
+                  HVD_INT16 == static_cast<int>(hvd::DataType::kInt16) &&
+                  HVD_INT16 + 1 == hvd::kNumDataTypes,
+              "hvd_dtype_t and hvd::DataType must agree");
+static_assert(HVD_SUCCESS == static_cast<int>(hvd::StatusCode::kOk) &&
+                  HVD_INVALID_ARGUMENT == static_cast<int>(hvd::StatusCode::kInvalidArgument) &&
+                  HVD_INVALID_USAGE == static_cast<int>(hvd::StatusCode::kInvalidUsage) &&
+                  HVD_NOT_INITIALIZED == static_cast<int>(hvd::StatusCode::kNotInitialized) &&
+                  HVD_MISMATCH == static_cast<int>(hvd::StatusCode::kMismatch) &&
+                  HVD_TIMEOUT == static_cast<int>(hvd::StatusCode::kTimeout) &&
+                  HVD_REMOTE_ERROR == static_cast<int>(hvd::StatusCode::kRemoteError) &&
+                  HVD_SHUT_DOWN == static_cast<int>(hvd::StatusCode::kShutDown) &&
+                  HVD_INTERNAL == static_cast<int>(hvd::StatusCode::kInternal) &&
+                  HVD_IN_PROGRESS == static_cast<int>(hvd::StatusCode::kInProgress),
+              "hvd_status_t and hvd::StatusCode must agree");
 
 namespace {
 
@@ -175,8 +199,7 @@ Status Init() {
   Instance& in = Default();
   std::shared_ptr<hvd::Store> store;
   HVD_RETURN_IF_ERROR(hvd::OpenJobStore(launch, options, &in.store_server, &store));
-  const std::string scope =
-      (options.job_id.empty() ? "" : options.job_id + "/") + "init" + std::to_string(in.generation) + "/";
+  const std::string scope = hvd::keys::InitScope(options.job_id, in.generation);
   HVD_RETURN_IF_ERROR(
       hvd::ExchangeCrossRanks(launch, *hvd::NewPrefixStore(store, scope), &options));
   // --network-interface / HVD_GLOO_IFACE names NCCL's interface too, unless NCCL's own
@@ -186,7 +209,7 @@ Status Init() {
   HVD_RETURN_IF_ERROR(hvd::Runtime::Create(options, hvd::NewPrefixStore(store, scope), &runtime, store));
   // dprun's --start-timeout watches for this key.
   HVD_RETURN_IF_ERROR(
-      store->Set("hvd/started/" + std::to_string(options.rank), std::to_string(getpid())));
+      store->Set(hvd::keys::Started(options.rank), std::to_string(getpid())));
   for (const auto& ranks : options.process_sets) {
     int id = 0;
     HVD_RETURN_IF_ERROR(runtime->AddProcessSet(ranks, &id).Prepend("HVD_PROCESS_SETS"));

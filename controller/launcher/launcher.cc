@@ -24,7 +24,7 @@
 #include "controller/launcher/remote_spawner.h"
 #include "controller/launcher/signal_scope.h"
 #include "controller/store/tcp_store.h"
-#include "runtime/runtime.h"
+#include "runtime/common/job_keys.h"
 
 extern char** environ;
 
@@ -114,7 +114,6 @@ const char* SignalName(int sig) {
 
 }  // namespace
 
-std::string StartedKey(int rank) { return "hvd/started/" + std::to_string(rank); }
 
 // One run of the job: the state the supervising loop works on.
 class Launcher::Job {
@@ -447,7 +446,7 @@ class Launcher::Job {
       // The survivors' runtimes read this when they lose the rank, and report it as
       // the cause; they get kReportWindow to do so before the teardown.
       const std::string why = RankName(r) + " " + DescribeExit(status);
-      local_store_->Set(kLauncherAbortKey, why);
+      local_store_->Set(keys::kLauncherAbortReason, why);
       Fail(why, ExitCodeOf(status), /*let_others_report=*/true);
     } else if (phase_ == Phase::kReporting) {
       Message(RankName(r) + " " + DescribeExit(status) + " after the failure above");
@@ -537,7 +536,7 @@ class Launcher::Job {
     std::vector<int> missing;
     for (const Rank& r : ranks_)
       if ((r.running || r.pending) &&
-          !local_store_->Wait({StartedKey(r.rank)}, milliseconds(0)).ok())
+          !local_store_->Wait({keys::Started(r.rank)}, milliseconds(0)).ok())
         missing.push_back(r.rank);
     if (missing.empty()) {
       if (options_.verbose) Message("all ranks started");
@@ -553,7 +552,7 @@ class Launcher::Job {
   // Prints rank 0's straggler report, one "dprun: " line per line of it.
   void PrintStragglerReport() {
     std::string report;
-    if (!local_store_->Get(kLauncherStragglerKey, kStragglerReportWait, &report).ok() ||
+    if (!local_store_->Get(keys::kStragglerReport, kStragglerReportWait, &report).ok() ||
         report.empty())
       return Message("no straggler report: rank 0 leaves it in hvd_shutdown, and did not");
     std::istringstream lines(report);

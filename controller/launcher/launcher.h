@@ -15,8 +15,8 @@
 //   5. With --straggler-report, prints the report rank 0 left in the store.
 //
 // Teardown: the first rank to exit non-zero or by a signal is the cause and is
-// reported as such. dprun records it in the store under kLauncherAbortKey
-// (runtime/runtime.h), "rank 2 (pid 41) was killed by signal 9 (Killed)", where the
+// reported as such. dprun records it in the store under keys::kLauncherAbortReason
+// (runtime/common/job_keys.h), "rank 2 (pid 41) was killed by signal 9 (Killed)", where the
 // other ranks' runtimes look when they lose a peer, so each reports the real cause;
 // it gives them up to 3 s to do so and exit (less once every rank has exited). Then
 // dprun sends SIGTERM to every rank's process group, SIGKILL after the grace period,
@@ -39,10 +39,6 @@
 
 namespace hvd {
 namespace launcher {
-
-// The store key a rank sets once it has connected to the job's store. The launcher
-// fails the job if some rank has not set it within --start-timeout.
-std::string StartedKey(int rank);
 
 class Launcher {
  public:

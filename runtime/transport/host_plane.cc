@@ -1,5 +1,7 @@
 #include "runtime/transport/host_plane.h"
 
+#include "runtime/common/job_keys.h"
+
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -51,7 +53,7 @@ HostInfo LocalHostInfo(const std::string& id_override) {
 Status ExchangeHostInfo(Store* store, int rank, int size, const HostInfo& mine,
                         std::chrono::milliseconds timeout, std::vector<HostInfo>* all) {
   HVD_RETURN_IF_ERROR(
-      store->Set("host/" + std::to_string(rank), std::to_string(mine.shm_free) + " " + mine.id));
+      store->Set(keys::HostInfo(rank), std::to_string(mine.shm_free) + " " + mine.id));
   all->assign(size, HostInfo());
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (int r = 0; r < size; ++r) {
@@ -59,7 +61,7 @@ Status ExchangeHostInfo(Store* store, int rank, int size, const HostInfo& mine,
                                std::chrono::duration_cast<std::chrono::milliseconds>(
                                    deadline - std::chrono::steady_clock::now()));
     std::string v;
-    Status s = store->Get("host/" + std::to_string(r), left, &v);
+    Status s = store->Get(keys::HostInfo(r), left, &v);
     if (!s.ok())
       return s.Prepend("rank " + std::to_string(rank) + " waiting for rank " + std::to_string(r) +
                        " to say which host it is on");

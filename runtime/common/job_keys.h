@@ -1,0 +1,54 @@
+// JobKeys: every store key that more than one process (or more than one file) must
+// spell alike, in one place.
+//
+// A job's store (controller/store/store.h) is shared by dprun and every rank. Its keys
+// live in scopes:
+//
+//   the launcher's view, as dprun sees the store (no prefix):
+//     hvd/started/<rank>     set by a rank once hvd_init succeeded (its pid);
+//                            dprun's --start-timeout waits for it
+//     hvd/abort/reason       set by dprun: the first rank that died and how
+//     hvd/straggler_report   set by rank 0 at shutdown for dprun --straggler-report
+//
+//   a runtime's scope, "<job_id>/init<generation>/" (InitScope): everything one
+//   hvd_init's ranks exchange, so a later hvd_init in the same job never reads an
+//   earlier one's keys:
+//     hvd_launch/local_rank/<rank>, hvd_launch/local_ranks   cross ranks worked out
+//                            from the launcher's local ranks (runtime/launch_env.h)
+//     host/<rank>            where each rank runs (runtime/transport/host_plane.h)
+//     alive/<rank>           each rank's heartbeat counter
+//     abort/count, abort/reason   the first failure, agreed by every rank
+//     global/, ps<id>/       each communicator's own keys (CommunicatorScope); under
+//                            them each transport keeps its own sub-scopes
+#ifndef HVD_RUNTIME_COMMON_JOB_KEYS_H_
+#define HVD_RUNTIME_COMMON_JOB_KEYS_H_
+
+#include <string>
+
+namespace hvd {
+namespace keys {
+
+// --- The launcher's view.
+inline std::string Started(int rank) { return "hvd/started/" + std::to_string(rank); }
+constexpr char kLauncherAbortReason[] = "hvd/abort/reason";
+constexpr char kStragglerReport[] = "hvd/straggler_report";
+
+// --- A runtime's scope.
+inline std::string InitScope(const std::string& job_id, int generation) {
+  return (job_id.empty() ? "" : job_id + "/") + "init" + std::to_string(generation) + "/";
+}
+inline std::string LaunchLocalRank(int rank) { return "hvd_launch/local_rank/" + std::to_string(rank); }
+constexpr char kLaunchLocalRanks[] = "hvd_launch/local_ranks";
+inline std::string HostInfo(int rank) { return "host/" + std::to_string(rank); }
+inline std::string Alive(int rank) { return "alive/" + std::to_string(rank); }
+constexpr char kAbortCount[] = "abort/count";
+constexpr char kAbortReason[] = "abort/reason";
+// Process set `id`'s communicator (0 is the global set).
+inline std::string CommunicatorScope(int id) {
+  return id == 0 ? "global/" : "ps" + std::to_string(id) + "/";
+}
+
+}  // namespace keys
+}  // namespace hvd
+
+#endif  // HVD_RUNTIME_COMMON_JOB_KEYS_H_
