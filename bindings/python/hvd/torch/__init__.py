@@ -34,3 +34,6 @@ from hvd.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgathe
 from hvd.torch.optimizer import DistributedOptimizer  # noqa: F401
 from hvd.torch.sharded import ShardedOptimizer  # noqa: F401
 from hvd.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
+from hvd.torch.fsdp import (FullyShardedDataParallel, MixedPrecision,  # noqa: F401
+                            ShardingStrategy, StateDictType, hybrid_process_sets)
+from hvd.torch import wrap  # noqa: F401
