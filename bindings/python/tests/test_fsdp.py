@@ -274,6 +274,9 @@ def test_prefetch_and_overlap_order():
     # started backward, i.e. overlapping the rest of backward; the one of unit 1
     # (whose input needs no gradient, so its weight is never re-gathered) before the end.
     assert at[("issue_rs", 3)] < at[("bwd_begin", 2)]
+    # ... and are waited for only later: unit 3's was still in flight when unit 2's
+    # gradient was complete.
+    assert at[("issue_rs", 2)] < at[("wait_rs", 3)]
     assert at[("issue_ag", 2)] < last[("bwd_begin", 3)] + 1 < at[("bwd_begin", 2)]
     assert at[("issue_rs", 1)] < final
     assert model.peak_units <= 2

@@ -829,6 +829,7 @@ class FullyShardedDataParallel(torch.nn.Module):
             self._finish_rs(self._rs_queue.pop(0))
 
     def _finish_rs(self, unit):
+        self._event("wait_rs", unit)
         t0 = time.time()
         out = synchronize(unit.rs_handle)
         self._span("wait reducescatter %s" % unit.name, t0, time.time(), "wait")
