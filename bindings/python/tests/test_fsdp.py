@@ -364,12 +364,22 @@ def test_sharded_state_dict_round_trip():
 
 def test_meta_device_init_is_synchronised():
     meta = torch.nn.Sequential(torch.nn.Linear(10, 16, device="meta"), torch.nn.Tanh(),
-                               torch.nn.Linear(16, 4, device="meta"))
+                               torch.nn.Linear(16, 12, device="meta"), torch.nn.Tanh(),
+                               torch.nn.Linear(12, 4, device="meta"))
+    real = []  # Elements of real (not meta, not yet sharded) parameters at each call.
+
+    def init(m):
+        m.to_empty(device="cpu")
+        m.reset_parameters()
+        real.append(sum(p.numel() for p in meta.parameters() if not p.is_meta))
+
     torch.manual_seed(1000 + hvd.rank())  # Different on every rank: the broadcast decides.
-    model = hvd.FullyShardedDataParallel(meta, auto_wrap_policy=LINEAR, sync_module_states=True)
+    model = hvd.FullyShardedDataParallel(meta, auto_wrap_policy=LINEAR, sync_module_states=True,
+                                         param_init_fn=init)
     state = model.full_state_dict()
     flat = torch.cat([v.reshape(-1) for v in state.values()])
     same = identical_across_ranks(flat, "check.fsdp.meta")
+    assert real == [12 * 4 + 4, 16 * 12 + 12, 10 * 16 + 16]  # One unit at a time.
     assert not any(v.is_meta for v in state.values())
     assert same and float(flat.abs().sum()) > 0
 

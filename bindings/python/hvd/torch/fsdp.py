@@ -403,20 +403,37 @@ class FullyShardedDataParallel(torch.nn.Module):
         if not self._member:
             return
         specs = assign_units(module, auto_wrap_policy)
-        self._sd_keys = None
-        self._materialize_meta(specs, param_init_fn, device)
         self._sd_keys = list(module.state_dict().keys())
         self._check_units(specs)
+        # Unit by unit, innermost first: materialise (meta), synchronise or
+        # fingerprint, shard, and drop the original parameters, so that at most one
+        # unit's full parameters exist beyond the shards.
+        unit_of_module = {}
+        for i, spec in enumerate(specs):
+            for m in spec.module.modules():
+                unit_of_module[m] = i  # Pre-order: inner units overwrite outer ones.
+        units, prints = [None] * len(specs), [None] * len(specs)
+        for i in reversed(range(len(specs))):
+            spec = self._materialize_meta(specs[i], [m for m, u in unit_of_module.items()
+                                                     if u == i], param_init_fn, device)
+            if sync_module_states:
+                self._sync_tensors([s.param.data for s in spec.params], "u%d" % i)
+            elif check_parameters:
+                prints[i] = (spec.name, [(s.fqn, _fingerprint(s.param)) for s in spec.params])
+            units[i] = self._make_unit(i, spec)
+        self._units = units
+        for unit in units:
+            if unit.params:
+                self._flat.append(unit.shard)
         if mixed_precision is not None and mixed_precision.buffer_dtype is not None:
             for b_owner, b_name, b in self._named_buffer_slots():
                 if b is not None and b.is_floating_point():
                     b_owner._buffers[b_name] = b.to(mixed_precision.buffer_dtype)
         if sync_module_states:
-            self._sync_states(specs)
+            self._sync_tensors([b for _, _, b in self._named_buffer_slots() if b is not None],
+                               "buffers")
         elif check_parameters:
-            self._check_values(specs)
-        for i, spec in enumerate(specs):
-            self._units.append(self._make_unit(i, spec))
+            self._check_values(prints)
         self._root = self._units[0]
         for unit in self._units[1:]:
             self._hooks.append(unit.module.register_forward_pre_hook(
@@ -459,21 +476,15 @@ class FullyShardedDataParallel(torch.nn.Module):
             "and cannot run this model" % (self._name, basics.rank(), " and ".join(
                 repr(ps) for ps in self._sets if not ps.included())))
 
-    def _materialize_meta(self, specs, param_init_fn, device):
-        """Materialises meta tensors module by module, innermost unit first."""
+    def _materialize_meta(self, spec, modules, param_init_fn, device):
+        """Materialises the meta tensors of `modules` (those whose innermost unit is
+        `spec`'s); returns `spec` with its ParamSpecs pointing at the new Parameters."""
         dev = torch.device(device) if device is not None else torch.device("cpu")
-        owned = collections.OrderedDict()  # module -> unit index, innermost units later
-        for i, spec in enumerate(specs):
-            for p in spec.params:
-                for owner, _ in p.owners:
-                    owned[owner] = i
-        modules = [m for m in self.module.modules() if any(
-            t is not None and t.is_meta for t in itertools.chain(
-                m._parameters.values(), m._buffers.values()))]
-        if not modules:
-            return
-        unit_of = {m: owned.get(m, 0) for m in modules}
-        for m in sorted(modules, key=lambda m: -unit_of[m]):
+        metas = [m for m in modules if any(t is not None and t.is_meta for t in itertools.chain(
+            m._parameters.values(), m._buffers.values()))]
+        if not metas:
+            return spec
+        for m in metas:
             if param_init_fn is not None:
                 param_init_fn(m)
             else:
@@ -490,11 +501,14 @@ class FullyShardedDataParallel(torch.nn.Module):
             for t in itertools.chain(m._parameters.values(), m._buffers.values()):
                 if t is not None and t.is_meta:
                     raise ValueError("param_init_fn left a meta tensor in %s" % type(m).__name__)
-        # The specs hold the meta Parameters: point them at the materialised ones.
-        for spec in specs:
-            for k, p in enumerate(spec.params):
-                owner, attr = p.owners[0]
-                spec.params[k] = p._replace(param=owner._parameters[attr])
+        params = []
+        for p in spec.params:
+            owner, attr = p.owners[0]
+            new = owner._parameters[attr]
+            if new.device.type not in ("cpu", "cuda"):
+                raise ValueError("parameter %r is on %s after initialisation" % (p.fqn, new.device))
+            params.append(p._replace(param=new))
+        return spec._replace(params=params)
 
     def _check_units(self, specs):
         """Local checks, then the layout across the set(s): every rank must describe
@@ -503,7 +517,7 @@ class FullyShardedDataParallel(torch.nn.Module):
             ps = [s.param for s in spec.params]
             for s in spec.params:
                 p = s.param
-                if p.device.type not in ("cpu", "cuda") or not p.dtype.is_floating_point:
+                if p.device.type not in ("cpu", "cuda", "meta") or not p.dtype.is_floating_point:
                     raise ValueError("FullyShardedDataParallel takes floating-point CPU or CUDA "
                                      "parameters; %r is %s on %s" % (s.fqn, p.dtype, p.device))
                 if (p.dtype, p.device, p.requires_grad) != (ps[0].dtype, ps[0].device,
@@ -546,9 +560,8 @@ class FullyShardedDataParallel(torch.nn.Module):
                 % (self._name, what, ps, ranks[bad[0]], describe(everyone[bad[0]], ref),
                    [ranks[i] for i in bad], ranks[0]))
 
-    def _check_values(self, specs):
-        mine = [(spec.name, [(s.fqn, _fingerprint(s.param)) for s in spec.params])
-                for spec in specs]
+    def _check_values(self, mine):
+        """Compares [(unit name, [(parameter name, fingerprint)])] across the set(s)."""
         for ps in self._sets:
             everyone = allgather_object(mine, name="%s.values" % self._name, process_set=ps)
 
@@ -568,17 +581,15 @@ class FullyShardedDataParallel(torch.nn.Module):
             for b_name, b in m._buffers.items():
                 yield m, b_name, b
 
-    def _sync_states(self, specs):
-        """Broadcasts parameters and buffers from the first rank of the replicate set,
-        then of the shard set, so every rank ends with the first rank's values."""
-        tensors = [(s.fqn, s.param.data) for spec in specs for s in spec.params]
-        tensors += [(("buffer.%s.%s" % (type(m).__name__, n)), b)
-                    for m, n, b in self._named_buffer_slots() if b is not None]
+    def _sync_tensors(self, tensors, what):
+        """Broadcasts `tensors` in place from the first rank of the replicate set, then
+        of the shard set, so every rank ends with the first rank's values."""
         for ps in ([self._repl_ps] if self._repl_ps is not None else []) + (
                 [self._shard_ps] if self._shard_ps is not None else []):
-            if ps.size() > 1:
-                broadcast_parameters([("%s.sync%d.%d" % (self._name, ps.process_set_id, i), t)
-                                      for i, (_, t) in enumerate(tensors)],
+            if ps.size() > 1 and tensors:
+                broadcast_parameters([("%s.sync.%s.%d.%d" % (self._name, what,
+                                                             ps.process_set_id, i), t)
+                                      for i, t in enumerate(tensors)],
                                      root_rank=ps.ranks[0], process_set=ps)
 
     def _make_unit(self, index, spec):
@@ -606,8 +617,6 @@ class FullyShardedDataParallel(torch.nn.Module):
                 del owner._parameters[attr]
         unit.set_placeholders()
         self._full_ids[id(unit.full)] = unit
-        if params:
-            self._flat.append(shard)
         if requires_grad and params:
             # The AccumulateGrad node records the tensor's shape when it is made, and
             # checks every gradient against it: make it while the shape is the gathered one.
