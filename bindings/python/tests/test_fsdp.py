@@ -261,24 +261,26 @@ def test_prefetch_and_overlap_order():
     model.trace = []
     train(model, opt, 1, x, y)
     ev = [(e["event"], e["unit"]) for e in model.trace if "event" in e]
-    at = {e: i for i, e in reversed(list(enumerate(ev)))}  # First occurrence.
-    last = {e: i for i, e in enumerate(ev)}
-    final = at[("final", None)]
     if hvd.size() == 1:
         assert not any(k in ("issue_ag", "issue_rs") for k, _ in ev)
         return
+    split = ev.index(("fwd_end", 0))  # The root (unit 0)'s forward ends: backward follows.
+    fwd, bwd = ev[:split], ev[split:]
     # Forward: unit u+1's allgather starts before unit u's compute.
     for u in (1, 2):
-        assert at[("issue_ag", u + 1)] < at[("fwd_begin", u)]
-    # Backward: units 3 and 2 start their reduce-scatters before unit 2 or 1 has
-    # started backward, i.e. overlapping the rest of backward; the one of unit 1
-    # (whose input needs no gradient, so its weight is never re-gathered) before the end.
-    assert at[("issue_rs", 3)] < at[("bwd_begin", 2)]
-    # ... and are waited for only later: unit 3's was still in flight when unit 2's
-    # gradient was complete.
-    assert at[("issue_rs", 2)] < at[("wait_rs", 3)]
-    assert at[("issue_ag", 2)] < last[("bwd_begin", 3)] + 1 < at[("bwd_begin", 2)]
-    assert at[("issue_rs", 1)] < final
+        assert fwd.index(("issue_ag", u + 1)) < fwd.index(("fwd_begin", u))
+    # Backward: unit 3 ran last and was kept, unit 2's allgather is prefetched while
+    # unit 3 runs backward, and unit 1 (whose input needs no gradient, so only its
+    # input is saved) is neither re-gathered nor prefetched: 4 allgathers a step.
+    assert [k for k in bwd if k[0] == "issue_ag"] == [("issue_ag", 2)]
+    assert bwd.index(("bwd_begin", 3)) < bwd.index(("issue_ag", 2)) < bwd.index(("bwd_begin", 2))
+    assert ("bwd_begin", 1) not in bwd
+    # Reduce-scatters start as each unit's gradient is complete, while the rest of
+    # backward runs, and are waited for only later: unit 3's was still in flight when
+    # unit 2's gradient was complete; all before the end of backward.
+    assert bwd.index(("issue_rs", 3)) < bwd.index(("bwd_begin", 2))
+    assert bwd.index(("issue_rs", 2)) < bwd.index(("wait_rs", 3))
+    assert bwd.index(("issue_rs", 1)) < bwd.index(("final", None))
     assert model.peak_units <= 2
 
 
@@ -387,7 +389,7 @@ def test_meta_device_init_is_synchronised():
 # ---- errors ----------------------------------------------------------------------------
 
 def test_parameters_that_differ_across_ranks(multi_rank):
-    with pytest.raises(ValueError, match=r"parameter values differs? .*unit 'layers.1', "
+    with pytest.raises(ValueError, match=r"disagree on the module's parameter values: .*unit 'layers.1', "
                                          r"parameters layers.1.weight, layers.1.bias"):
         model = make_model(78, SIZES)
         if hvd.rank() == hvd.size() - 1:
@@ -396,7 +398,7 @@ def test_parameters_that_differ_across_ranks(multi_rank):
                 model.layers[1].bias.add_(1)
         hvd.FullyShardedDataParallel(model, auto_wrap_policy=LINEAR)
     last = hvd.size() - 1
-    with pytest.raises(ValueError, match=r"layout differs.*rank %d has unit 'layers.0' "
+    with pytest.raises(ValueError, match=r"disagree on the module's layout: rank %d has unit 'layers.0' "
                                          r"parameter layers.0.weight \(1[67], 10\)" % last):
         sizes = (10, 16 if hvd.rank() == last else 17, 13, 4)
         hvd.FullyShardedDataParallel(make_model(79, sizes), auto_wrap_policy=LINEAR)

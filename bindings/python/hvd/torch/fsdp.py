@@ -289,7 +289,8 @@ class _Unit:
         self.rs_handle = None
         self.ar_handle = None
         self.reduced = False         # a gradient was reduced in this backward pass
-        self.in_backward = False
+        self.in_backward = False     # its saved tensors were unpacked in this backward pass
+        self.bwd_needed = None       # whether the last backward pass unpacked them
         self.acc = None
         self.rs_bytes = 0
         self.t_forward = None
@@ -298,6 +299,11 @@ class _Unit:
     @property
     def full_bytes(self):
         return self.layout.padded * self.empty.element_size()
+
+    def gathered_bytes(self, world):
+        """What gathering adds: nothing when it aliases the shard (one rank, one dtype)."""
+        alias = world == 1 and self.compute_dtype == self.master_dtype
+        return 0 if alias else self.full_bytes
 
     def set_views(self):
         pieces = self.full.split(self.split_sizes)
@@ -555,9 +561,9 @@ class FullyShardedDataParallel(torch.nn.Module):
         bad = [i for i, x in enumerate(everyone) if x != ref]
         if bad:
             raise ValueError(
-                "FullyShardedDataParallel %s: the module's %s differs across ranks of %r: rank %d "
-                "has %s (ranks %s differ from rank %d); every rank must wrap the same module"
-                % (self._name, what, ps, ranks[bad[0]], describe(everyone[bad[0]], ref),
+                "FullyShardedDataParallel %s: the ranks of %r disagree on the module's %s: rank "
+                "%d has %s (ranks %s differ from rank %d); every rank must wrap the same module"
+                % (self._name, ps, what, ranks[bad[0]], describe(everyone[bad[0]], ref),
                    [ranks[i] for i in bad], ranks[0]))
 
     def _check_values(self, mine):
@@ -706,9 +712,13 @@ class FullyShardedDataParallel(torch.nn.Module):
     def _post_forward(self, unit):
         self._event("fwd_end", unit)
         self._span("forward %s" % unit.name, unit.t_forward, time.time(), "compute")
+        order = self._order()
+        # Kept for backward: the root (torch FSDP's rule), every unit under SHARD_GRAD_OP
+        # and NO_SHARD, and the unit expected to run last, whose backward comes first.
         keep = (torch.is_grad_enabled() and unit.requires_grad and
                 (unit is self._root or self.sharding_strategy in (ShardingStrategy.SHARD_GRAD_OP,
-                                                                   ShardingStrategy.NO_SHARD)))
+                                                                   ShardingStrategy.NO_SHARD)
+                 or (order and unit is order[-1])))
         if not keep:
             self._free(unit)
 
@@ -796,7 +806,6 @@ class FullyShardedDataParallel(torch.nn.Module):
 
     def _begin_backward(self, unit):
         unit.in_backward = True
-        unit.t_backward = time.time()
         self._event("bwd_begin", unit)
         self._queue_final()
         if unit is not self._root or self._root.materialized:
@@ -805,8 +814,13 @@ class FullyShardedDataParallel(torch.nn.Module):
             order = self._order(backward=True)
             prev = self._neighbour(unit, -1) if unit is not self._root else (
                 order[-1] if order else None)
+            # Skip the units the last pass did not re-gather (e.g. the first layer, whose
+            # input needs no gradient, needs only its input in backward, not its weight).
+            while prev is not None and prev.bwd_needed is False:
+                prev = self._neighbour(prev, -1)
             if prev is not None:
                 self._issue_gather(prev)
+        unit.t_backward = time.time()
 
     def _post_backward(self, unit):
         self._queue_final()
@@ -867,6 +881,8 @@ class FullyShardedDataParallel(torch.nn.Module):
                 self._free(unit)
                 self._reduce(unit, torch.zeros(unit.layout.padded, dtype=unit.reduce_dtype,
                                                device=unit.device))
+        for unit in self._units:
+            unit.bwd_needed = unit.in_backward
         self._drain()
 
     def _drain(self, failed=False):
@@ -915,9 +931,9 @@ class FullyShardedDataParallel(torch.nn.Module):
     def _note_peak(self):
         live = [u for u in self._units if u is not self._root
                 and (u.materialized or u.gather is not None)]
-        params = sum(u.full_bytes for u in live)
+        params = sum(u.gathered_bytes(self._shard_world) for u in live)
         if self._root.materialized:
-            params += self._root.full_bytes
+            params += self._root.gathered_bytes(self._shard_world)
         grads = sum(u.rs_bytes for u in self._rs_queue)
         self.peak_unsharded_bytes = max(self.peak_unsharded_bytes, params + grads)
         self.peak_units = max(self.peak_units, len(live))
