@@ -3,8 +3,10 @@ the pure layout and unit planning, training to the parameters of one process on
 the whole batch, memory held per rank, prefetch and overlap order, mixed
 precision, checkpoints, and the errors."""
 import functools
+import gc
 import io
 import random
+import weakref
 
 import pytest
 import torch
@@ -223,7 +225,12 @@ def test_eval_forward_and_an_unused_unit():
 
 def test_memory_per_rank_is_sharded():
     sizes = (64, 96, 96, 96, 10)
-    model = hvd.FullyShardedDataParallel(make_model(66, sizes), auto_wrap_policy=LINEAR)
+    inner = make_model(66, sizes)
+    originals = [weakref.ref(p) for p in inner.parameters()]
+    model = hvd.FullyShardedDataParallel(inner, auto_wrap_policy=LINEAR)
+    gc.collect()
+    # The full parameters are gone once wrapped: nothing refers to them any more.
+    assert [r() for r in originals] == [None] * len(originals)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     full = make_model(66, sizes)
     fopt = torch.optim.Adam(full.parameters(), lr=1e-3)

@@ -268,8 +268,10 @@ class _Unit:
         self.index = index
         self.name = spec.name or "<root>"
         self.module = spec.module
-        self.params = spec.params                      # [ParamSpec]
         self.shapes = [tuple(s.param.shape) for s in spec.params]
+        # [ParamSpec] without the Parameters themselves: holding them would keep the
+        # full, unsharded values alive.
+        self.params = [s._replace(param=None) for s in spec.params]
         self.layout = layout
         self.shard = shard                             # nn.Parameter: this rank's chunk
         self.master_dtype = shard.dtype
@@ -427,6 +429,7 @@ class FullyShardedDataParallel(torch.nn.Module):
             elif check_parameters:
                 prints[i] = (spec.name, [(s.fqn, _fingerprint(s.param)) for s in spec.params])
             units[i] = self._make_unit(i, spec)
+            specs[i] = spec = None  # The last references to the unit's full parameters.
         self._units = units
         for unit in units:
             if unit.params:
