@@ -26,7 +26,9 @@ between steps each module attribute (`linear.weight`) is a meta-device tensor of
 the right shape, and while a unit is gathered it is a view of the unit's
 gathered flat tensor. A rank's memory between steps is its shards, their
 gradients and the optimizer state over them: 1/N of the replicated bytes, plus
-at most N-1 padding elements per unit.
+at most N-1 padding elements per unit. Construction goes unit by unit, innermost
+first (materialise meta tensors, synchronise or fingerprint, shard, drop the
+originals), so no more than one unit's full parameters exist beside the shards.
 
 A step, per unit (the root unit is the wrapped module's own parameters, kept
 gathered from its forward to its backward, as torch FSDP does):
@@ -35,13 +37,17 @@ gathered from its forward to its backward, as torch FSDP does):
             start the allgather of the next unit in forward order (the order the
             previous forward ran, registration order the first time) so it
             overlaps this unit's compute; after the module returns, free the
-            gathered tensor (FULL_SHARD; SHARD_GRAD_OP keeps it for backward).
+            gathered tensor (FULL_SHARD and HYBRID_SHARD, except for the unit
+            expected to run last, whose backward comes first; SHARD_GRAD_OP and
+            NO_SHARD keep every unit for backward).
   backward  autograd's saved tensors that are views of a gathered unit are
             packed as (unit, geometry) (torch.autograd.graph.saved_tensors_hooks),
             not kept, so freeing really frees; unpacking them re-gathers the unit
             (waiting for its allgather, which the unit after it in backward order
             prefetched) and starts the allgather of the next unit to run
-            backward. When the unit's flat gradient is complete (a hook on the
+            backward (skipping the units the previous backward pass did not
+            re-gather, such as a first layer whose input needs no gradient, which
+            saves only that input). When the unit's flat gradient is complete (a hook on the
             gathered tensor's AccumulateGrad, which fires once all of the unit's
             uses are done) its reduce-scatter (Average over the shard set) starts
             and the gathered tensor is freed; at most two reduce-scatters stay
