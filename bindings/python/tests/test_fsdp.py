@@ -434,6 +434,9 @@ def test_refuses_optimizers_with_whole_tensor_statistics():
         fsdp_mod.check_optimizer(type("Adafactor", (torch.optim.Optimizer,), {}))
     with pytest.raises(ValueError, match="already reduced"):
         fsdp_mod.check_optimizer(hvd.ShardedOptimizer)
+    with pytest.raises(ValueError, match="not a DistributedOptimizer"):
+        fsdp_mod.check_optimizer(hvd.DistributedOptimizer(torch.optim.SGD(
+            torch.nn.Linear(2, 2).parameters(), lr=0.1)))
     MyAdam(model.parameters())
     torch.optim.SGD(model.parameters(), lr=0.1)
     fsdp_mod.check_optimizer(torch.optim.AdamW)

@@ -212,9 +212,11 @@ def check_optimizer(optimizer):
     if getattr(cls, "hvd_elementwise", False):
         return
     if getattr(cls, "_hvd_distributed", False) or cls.__name__ == "ShardedOptimizer":
+        what = ("a DistributedOptimizer (over %s)" % cls.__name__
+                if getattr(cls, "_hvd_distributed", False) else "a ShardedOptimizer")
         raise ValueError("FullyShardedDataParallel: build a plain torch optimizer over "
                          "fsdp.parameters(), not %s: the shards' gradients are already "
-                         "reduced" % cls.__name__)
+                         "reduced" % what)
     for klass in cls.__mro__:
         name = klass.__name__.lower()
         for key in _WHOLE_TENSOR_OPTIMIZERS:
