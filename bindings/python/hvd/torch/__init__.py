@@ -7,8 +7,10 @@ with a libhvd built with CUDA (cuda_built()), CUDA tensors.
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 
-Also: ShardedOptimizer (ZeRO stage 1 and 2). See mpi_ops for the collectives,
-optimizer for DistributedOptimizer, sharded for ShardedOptimizer.
+Also: ShardedOptimizer (ZeRO stage 1 and 2) and FullyShardedDataParallel (ZeRO stage
+3, torch FSDP's API). See mpi_ops for the collectives, optimizer for
+DistributedOptimizer, sharded for ShardedOptimizer, fsdp and wrap for
+FullyShardedDataParallel and its auto-wrap policies.
 """
 from hvd.basics import (ProcessSet, add_process_set, ccl_built, check_health,  # noqa: F401
                         cross_rank, cross_size, cuda_built, ddl_built, global_process_set,
@@ -34,3 +36,6 @@ from hvd.torch.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgathe
 from hvd.torch.optimizer import DistributedOptimizer  # noqa: F401
 from hvd.torch.sharded import ShardedOptimizer  # noqa: F401
 from hvd.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
+from hvd.torch.fsdp import (FullyShardedDataParallel, MixedPrecision,  # noqa: F401
+                            ShardingStrategy, StateDictType, hybrid_process_sets)
+from hvd.torch import wrap  # noqa: F401
