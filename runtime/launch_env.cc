@@ -1,6 +1,6 @@
 #include "runtime/launch_env.h"
 
-#include "runtime/common/job_keys.h"
+#include "controller/store/net_address.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -61,13 +61,6 @@ const char* FirstSet(const GetEnv& env, std::initializer_list<const char*> names
   for (const char* n : names)
     if (const char* v = env(n)) return v;
   return nullptr;
-}
-
-bool IsNumericAddress(const std::string& host) {
-  in6_addr a6;
-  in_addr a4;
-  return ::inet_pton(AF_INET, host.c_str(), &a4) == 1 ||
-         ::inet_pton(AF_INET6, host.c_str(), &a6) == 1;
 }
 
 // The layout that the launcher's variables give, before the store is worked out.
@@ -207,17 +200,6 @@ Status StoreEndpoint(const GetEnv& env, const std::string& launcher, const Layou
   return Status::OK();
 }
 
-std::string ErrnoText(int err) { return std::system_category().message(err); }
-
-std::string AddressText(const sockaddr* sa) {
-  char buf[INET6_ADDRSTRLEN] = {0};
-  if (sa->sa_family == AF_INET)
-    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof(buf));
-  else if (sa->sa_family == AF_INET6)
-    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof(buf));
-  return buf;
-}
-
 }  // namespace
 
 RuntimeOptions::GetEnv LaunchEnv::Overlay(const RuntimeOptions::GetEnv& base) const {
@@ -347,183 +329,6 @@ std::string FirstSlurmHost(const std::string& nodelist) {
     i = close;
   }
   return host;
-}
-
-Status OpenJobStore(const LaunchEnv& launch, const RuntimeOptions& options,
-                    std::unique_ptr<TcpStoreServer>* server, std::shared_ptr<Store>* store) {
-  if (options.store_addr.empty()) {
-    if (options.size > 1)
-      return Status::InvalidArgument(
-          "HVD_SIZE=" + std::to_string(options.size) +
-          " but HVD_STORE_ADDR is not set: start the job with dprun (or mpirun, srun, torchrun)");
-    *store = NewInMemoryStore();
-    return Status::OK();
-  }
-  if (launch.serve_store && options.rank == 0) {
-    if (*server == nullptr) {
-      TcpStoreServer::Options opts;
-      opts.host = launch.listen_host;
-      opts.port = launch.listen_port;
-      opts.secret = options.store_secret;
-      opts.log = [](const std::string& line) {
-        std::fprintf(stderr, "hvd: store (rank 0): %s\n", line.c_str());
-      };
-      HVD_RETURN_IF_ERROR(TcpStoreServer::Start(opts, server)
-                              .Prepend("rank 0 serves the job's store (" + launch.launcher +
-                                       " launch; see docs/multi-node.md)"));
-    }
-    *store = (*server)->LocalStore();
-    return Status::OK();
-  }
-  std::string host;
-  int port = 0;
-  HVD_RETURN_IF_ERROR(ParseHostPort(options.store_addr, &host, &port).Prepend("HVD_STORE_ADDR"));
-  Status s = ConnectTcpStore(host, port, options.store_secret, options.timeout, store);
-  if (!s.ok() && !launch.launcher.empty())
-    return s.Prepend("rank " + std::to_string(options.rank) + " (" + launch.launcher +
-                     " launch) could not reach the store that rank 0 serves");
-  return s;
-}
-
-Status ChooseGlooAddress(const LaunchEnv& launch, RuntimeOptions* options) {
-  if (!launch.needs_gloo_address) return Status::OK();
-  std::string address;
-  HVD_RETURN_IF_ERROR(SourceAddressToward(launch.store_host, &address)
-                          .Prepend("choosing the address Gloo binds (set HVD_GLOO_IFACE)"));
-  if (IsLoopbackAddress(address))
-    return Status::InvalidArgument(
-        "this job spans nodes but the route to the store host '" + launch.store_host +
-        "' is over loopback (" + address +
-        "), which other nodes cannot reach: set HVD_GLOO_IFACE to the interface to use");
-  options->gloo_hostname = address;
-  return Status::OK();
-}
-
-Status ExchangeCrossRanks(const LaunchEnv& launch, Store& store, RuntimeOptions* options) {
-  if (launch.exchange_cross_ranks) {
-    const std::string all_key = keys::kLaunchLocalRanks;
-    HVD_RETURN_IF_ERROR(store.Set(keys::LaunchLocalRank(options->rank),
-                                  std::to_string(options->local_rank)));
-    if (options->rank == 0) {
-      std::string list;
-      for (int r = 0; r < options->size; ++r) {
-        std::string v;
-        HVD_RETURN_IF_ERROR(
-            store.Get(keys::LaunchLocalRank(r), options->timeout, &v)
-                .Prepend("exchanging local ranks: rank " + std::to_string(r)));
-        list += (r == 0 ? "" : ",") + v;
-      }
-      HVD_RETURN_IF_ERROR(store.Set(all_key, list));
-    }
-    std::string list;
-    HVD_RETURN_IF_ERROR(store.Get(all_key, options->timeout, &list)
-                            .Prepend("exchanging local ranks (waiting for rank 0)"));
-    std::vector<int> local_ranks(options->size);
-    size_t pos = 0;
-    for (int r = 0; r < options->size; ++r) {
-      const size_t end = std::min(list.find(',', pos), list.size());
-      local_ranks[r] = std::atoi(list.substr(pos, end - pos).c_str());
-      pos = end + 1;
-    }
-    CrossRanks(local_ranks, options->rank, &options->cross_rank, &options->cross_size);
-  }
-  return options->Validate();
-}
-
-Status InterfaceAddress(const std::string& iface, std::string* address) {
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return Status::Internal("getifaddrs failed: " + ErrnoText(errno));
-  bool exists = false;
-  std::string names;
-  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
-    if (a->ifa_name == nullptr) continue;
-    const std::string name = a->ifa_name;
-    if (names.find(" " + name + ",") == std::string::npos) names += " " + name + ",";
-    if (name != iface) continue;
-    exists = true;
-    if (a->ifa_addr != nullptr && a->ifa_addr->sa_family == AF_INET) {
-      *address = AddressText(a->ifa_addr);
-      ::freeifaddrs(list);
-      return Status::OK();
-    }
-  }
-  ::freeifaddrs(list);
-  if (exists) return Status::InvalidArgument("interface '" + iface + "' has no IPv4 address");
-  if (!names.empty()) names.pop_back();
-  return Status::InvalidArgument("no interface named '" + iface + "' (there are:" + names + ")");
-}
-
-Status ResolveAddress(const std::string& host, std::string* address) {
-  if (IsNumericAddress(host)) {
-    *address = host;
-    return Status::OK();
-  }
-  for (int family : {AF_INET, AF_INET6}) {
-    addrinfo hints{};
-    hints.ai_family = family;
-    hints.ai_socktype = SOCK_DGRAM;
-    addrinfo* res = nullptr;
-    if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) continue;
-    *address = AddressText(res->ai_addr);
-    ::freeaddrinfo(res);
-    return Status::OK();
-  }
-  return Status::InvalidArgument("cannot resolve host '" + host + "'");
-}
-
-Status SourceAddressToward(const std::string& host, std::string* address) {
-  std::string target;
-  HVD_RETURN_IF_ERROR(ResolveAddress(host, &target));
-  addrinfo hints{};
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* res = nullptr;
-  if (::getaddrinfo(target.c_str(), "9", &hints, &res) != 0 || res == nullptr)
-    return Status::InvalidArgument("cannot parse address '" + target + "'");
-  const int fd = ::socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  Status s;
-  if (fd < 0) {
-    s = Status::Internal("socket: " + ErrnoText(errno));
-  } else if (::connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
-    s = Status::InvalidArgument("no route to " + host + " (" + target + "): " + ErrnoText(errno));
-  } else {
-    sockaddr_storage local{};
-    socklen_t len = sizeof(local);
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0)
-      s = Status::Internal("getsockname: " + ErrnoText(errno));
-    else
-      *address = AddressText(reinterpret_cast<sockaddr*>(&local));
-  }
-  if (fd >= 0) ::close(fd);
-  ::freeaddrinfo(res);
-  return s;
-}
-
-bool IsLoopbackAddress(const std::string& address) {
-  in_addr a4;
-  if (::inet_pton(AF_INET, address.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
-  return address == "::1";
-}
-
-bool IsLocalHost(const std::string& host) {
-  if (host == "localhost" || IsLoopbackAddress(host)) return true;
-  char name[256] = {0};
-  if (::gethostname(name, sizeof(name) - 1) == 0 && host == name) return true;
-  if (!IsNumericAddress(host)) return false;
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return false;
-  bool local = false;
-  for (ifaddrs* a = list; a != nullptr && !local; a = a->ifa_next)
-    if (a->ifa_addr != nullptr &&
-        (a->ifa_addr->sa_family == AF_INET || a->ifa_addr->sa_family == AF_INET6))
-      local = AddressText(a->ifa_addr) == host;
-  ::freeifaddrs(list);
-  return local;
-}
-
-std::string JoinStoreAddress(const std::string& host, int port) {
-  const bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
 }  // namespace hvd

@@ -50,8 +50,6 @@
 #include <string>
 #include <vector>
 
-#include "controller/store/store.h"
-#include "controller/store/tcp_store.h"
 #include "runtime/common/options.h"
 #include "runtime/common/status.h"
 
@@ -95,48 +93,6 @@ Status ParseSlurmTasksPerNode(const std::string& text, std::vector<int>* counts)
 // The first host of a Slurm node list: "node[01-04,07],gpu5" -> "node01". Empty for an
 // empty list.
 std::string FirstSlurmHost(const std::string& nodelist);
-
-// --- Steps with I/O that hvd_init takes after DetectLaunchEnv and FromEnv, in order.
-
-// Sets options->gloo_hostname when launch.needs_gloo_address: the source address of
-// the route to the store host. It needs no other rank, so a rank that cannot work out
-// its address fails on its own, before any rank depends on the store.
-Status ChooseGlooAddress(const LaunchEnv& launch, RuntimeOptions* options);
-
-// Gives this rank its store: an in-memory one for a job of one without a store address;
-// for rank 0 of a detected launch, the TcpStoreServer it serves (started into *server,
-// which the caller keeps for the process's life, or reused if already there);
-// otherwise a connection to options.store_addr, retried until options.timeout.
-Status OpenJobStore(const LaunchEnv& launch, const RuntimeOptions& options,
-                    std::unique_ptr<TcpStoreServer>* server, std::shared_ptr<Store>* store);
-
-// When launch.exchange_cross_ranks, sets options->cross_rank and cross_size from every
-// rank's local rank, exchanged through `store` (keys under "hvd_launch/"; rank 0
-// gathers them and publishes the list). Then validates *options.
-Status ExchangeCrossRanks(const LaunchEnv& launch, Store& store, RuntimeOptions* options);
-
-// --- Address helpers, shared with dprun. None of them sends a packet.
-
-// The IPv4 address of interface `iface`; kInvalidArgument if it has none or is absent.
-Status InterfaceAddress(const std::string& iface, std::string* address);
-
-// `host` as a numeric address: itself if it already is one, else its first IPv4 (or
-// IPv6) address from the resolver.
-Status ResolveAddress(const std::string& host, std::string* address);
-
-// The local address this machine would send from to reach `host`: connect() on a UDP
-// socket picks the route and sends nothing.
-Status SourceAddressToward(const std::string& host, std::string* address);
-
-// True for "localhost", a loopback address, this machine's host name, or an address of
-// one of its interfaces.
-bool IsLocalHost(const std::string& host);
-
-// True for 127.0.0.0/8 and ::1.
-bool IsLoopbackAddress(const std::string& address);
-
-// "host:port", with brackets around an IPv6 host.
-std::string JoinStoreAddress(const std::string& host, int port);
 
 }  // namespace hvd
 

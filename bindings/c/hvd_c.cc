@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/launch_env.h"
+#include "runtime/bootstrap.h"
 #include "controller/store/store.h"
 #include "controller/store/tcp_store.h"
 #include "runtime/common/job_keys.h"

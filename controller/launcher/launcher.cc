@@ -17,7 +17,7 @@
 #include <system_error>
 #include <vector>
 
-#include "runtime/launch_env.h"
+#include "controller/store/net_address.h"
 #include "controller/launcher/local_spawner.h"
 #include "controller/launcher/prefixed_line_writer.h"
 #include "controller/launcher/rank_placement.h"

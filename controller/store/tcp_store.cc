@@ -912,33 +912,5 @@ Status ConnectTcpStore(const std::string& host, int port, const std::string& sec
   return Status::OK();
 }
 
-Status ParseHostPort(const std::string& s, std::string* host, int* port) {
-  auto bad = [&](const std::string& why) {
-    return Status::InvalidArgument("bad host:port '" + s + "': " + why);
-  };
-  std::string h, p;
-  if (!s.empty() && s[0] == '[') {
-    const size_t close = s.find(']');
-    if (close == std::string::npos) return bad("missing ']'");
-    if (close + 1 >= s.size() || s[close + 1] != ':') return bad("missing ':port'");
-    h = s.substr(1, close - 1);
-    p = s.substr(close + 2);
-  } else {
-    const size_t colon = s.rfind(':');
-    if (colon == std::string::npos) return bad("missing ':port'");
-    h = s.substr(0, colon);
-    p = s.substr(colon + 1);
-    if (h.find(':') != std::string::npos) return bad("an IPv6 host must be in brackets");
-  }
-  if (h.empty()) return bad("empty host");
-  if (p.empty() || p.size() > 5 ||
-      !std::all_of(p.begin(), p.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
-    return bad("port must be a number in 1..65535");
-  const int value = std::stoi(p);
-  if (value < 1 || value > 65535) return bad("port must be a number in 1..65535");
-  *host = h;
-  *port = value;
-  return Status::OK();
-}
 
 }  // namespace hvd

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "controller/store/store.h"
+#include "controller/store/net_address.h"
 #include "runtime/common/status.h"
 
 namespace hvd {
@@ -86,9 +87,6 @@ class TcpStoreServer {
 Status ConnectTcpStore(const std::string& host, int port, const std::string& secret,
                        std::chrono::milliseconds connect_timeout, std::shared_ptr<Store>* out);
 
-// Splits "127.0.0.1:29500" or "[::1]:29500" into host and port (1..65535). Anything
-// else returns kInvalidArgument quoting the input.
-Status ParseHostPort(const std::string& s, std::string* host, int* port);
 
 }  // namespace hvd
 
