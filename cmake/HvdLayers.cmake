@@ -58,7 +58,9 @@ function(hvd_layer name)
   # The include check, re-run whenever a source or header of the layer changes.
   set(list_file ${CMAKE_BINARY_DIR}/layers/${name}.files)
   string(REPLACE ";" "\n" file_lines "${sources};${headers}")
-  file(WRITE ${list_file} "${file_lines}\n")
+  # Rewritten only when the list changes, so a configure alone does not re-run checks.
+  file(WRITE ${list_file}.new "${file_lines}\n")
+  configure_file(${list_file}.new ${list_file} COPYONLY)
   set(stamp ${CMAKE_BINARY_DIR}/layers/${name}.checked)
   string(REPLACE ";" "|" allowed_arg "${allowed}")
   add_custom_command(OUTPUT ${stamp}

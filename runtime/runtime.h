@@ -194,7 +194,6 @@ class Runtime {
   Status Diagnose(const Status& status);
   // The first diagnosis recorded in the store wins; returns the one to report.
   Status AgreeOnFirstFailure(const Status& mine);
-  Status ValidateEntry(const TensorEntry& e) const;
   // Builds a communicator over `ranks` (this rank must be a member); blocking.
   Status Connect(int id, const std::vector<int>& ranks, std::shared_ptr<Communicator>* out);
   // Looks up a communicator this rank belongs to, or says why not.
