@@ -22,8 +22,10 @@ namespace {
 
 using GetEnv = RuntimeOptions::GetEnv;
 
-constexpr int kSlurmPortBase = 20000;
-constexpr int kSlurmPortSpan = 10000;
+// Store ports derived from a launcher's job id (Slurm, Open MPI) fall in
+// [kDerivedPortBase, kDerivedPortBase + kDerivedPortSpan).
+constexpr int kDerivedPortBase = 20000;
+constexpr int kDerivedPortSpan = 10000;
 
 Status Bad(const std::string& var, const std::string& value, const std::string& expected) {
   return Status::InvalidArgument("environment variable " + var + "='" + value + "' is not " +
@@ -157,15 +159,35 @@ Status SlurmLayout(const GetEnv& env, Layout* l) {
 }
 
 // Works out the store's host and port by the rule in the header.
+// A number for the launcher's job id in the first of `names` that is set: its
+// decimal value, or a hash of its text. False if none is set.
+bool JobNumber(const GetEnv& env, std::initializer_list<const char*> names, uint64_t* out) {
+  const char* id = FirstSet(env, names);
+  if (id == nullptr || *id == '\0') return false;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(id, &end, 10);
+  if (errno == 0 && end != id && *end == '\0') {
+    *out = v;
+    return true;
+  }
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: the same text gives the same port
+  for (const char* c = id; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+  *out = h;
+  return true;
+}
+
 Status StoreEndpoint(const GetEnv& env, const std::string& launcher, const Layout& l,
                      std::string* host, int* port) {
   host->clear();
   *port = 0;
+  uint64_t job_number = 0;
   if (const char* addr = env("HVD_STORE_ADDR")) {
     return ParseHostPort(addr, host, port).Prepend("HVD_STORE_ADDR");
   }
-  if (launcher == "torchrun") {
-    if (const char* master = env("MASTER_ADDR")) *host = master;
+  // MASTER_ADDR (torch.distributed's) names rank 0's node under any launcher.
+  if (const char* master = env("MASTER_ADDR")) {
+    *host = master;
   } else if (launcher == "Slurm") {
     const char* list =
         FirstSet(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"});
@@ -174,13 +196,14 @@ Status StoreEndpoint(const GetEnv& env, const std::string& launcher, const Layou
   if (host->empty() && l.local_size == l.size) *host = "127.0.0.1";
   if (host->empty())
     return Status::InvalidArgument(launcher +
-                                   " launch across nodes: set HVD_STORE_ADDR to "
-                                   "host:port of rank 0's node (rank 0 serves the store there)");
+                                   " launch across nodes: set MASTER_ADDR to rank 0's node (and "
+                                   "MASTER_PORT, or HVD_STORE_PORT), or HVD_STORE_ADDR to host:port "
+                                   "on rank 0's node (rank 0 serves the store there)");
 
   if (const char* p = env("HVD_STORE_PORT")) {
     HVD_RETURN_IF_ERROR(ParseCount("HVD_STORE_PORT", p, 1, port));
     if (*port > 65535) return Bad("HVD_STORE_PORT", p, "a port in 1..65535");
-  } else if (launcher == "torchrun" && env("MASTER_PORT") != nullptr) {
+  } else if (env("MASTER_PORT") != nullptr) {
     int master = 0;
     HVD_RETURN_IF_ERROR(ParseCount("MASTER_PORT", env("MASTER_PORT"), 1, &master));
     if (master >= 65535) return Bad("MASTER_PORT", env("MASTER_PORT"), "a port in 1..65534");
@@ -191,7 +214,11 @@ Status StoreEndpoint(const GetEnv& env, const std::string& launcher, const Layou
     if (FirstSet(env, {"SLURM_STEP_ID", "SLURM_STEPID"}) != nullptr)
       HVD_RETURN_IF_ERROR(Required(env, "Slurm", {"SLURM_STEP_ID", "SLURM_STEPID"}, 0, &step));
     *port =
-        kSlurmPortBase + static_cast<int>((static_cast<int64_t>(job) * 10 + step) % kSlurmPortSpan);
+        kDerivedPortBase + static_cast<int>((static_cast<int64_t>(job) * 10 + step) % kDerivedPortSpan);
+  } else if (launcher == "Open MPI" && JobNumber(env, {"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"},
+                                                 &job_number)) {
+    // mpirun gives every job its own id: one port per job, the same on every rank.
+    *port = kDerivedPortBase + static_cast<int>(job_number % kDerivedPortSpan);
   } else {
     return Status::InvalidArgument(launcher +
                                    " launch: set HVD_STORE_PORT (or HVD_STORE_ADDR) "

@@ -24,13 +24,15 @@
 //
 // The store rule (docs/multi-node.md): rank 0 serves the store in-process, the others
 // connect to it, retrying until HVD_TIMEOUT.
-//   host  HVD_STORE_ADDR's host; else MASTER_ADDR (torchrun); else the first host of
+//   host  HVD_STORE_ADDR's host; else MASTER_ADDR (any launcher); else the first host of
 //         SLURM_STEP_NODELIST / SLURM_JOB_NODELIST / SLURM_NODELIST (Slurm); else
 //         127.0.0.1 when every rank is on one node (local size == size); else an error
-//         asking for HVD_STORE_ADDR.
-//   port  HVD_STORE_ADDR's port; else HVD_STORE_PORT; else MASTER_PORT + 1 (torchrun's
-//         own store holds MASTER_PORT); else 20000 + (SLURM_JOB_ID * 10 + SLURM_STEP_ID)
-//         % 10000 (Slurm); else an error asking for HVD_STORE_PORT or HVD_STORE_ADDR.
+//         asking for MASTER_ADDR or HVD_STORE_ADDR.
+//   port  HVD_STORE_ADDR's port; else HVD_STORE_PORT; else MASTER_PORT + 1 (any
+//         launcher: torch.distributed's own store holds MASTER_PORT); else 20000 +
+//         (SLURM_JOB_ID * 10 + SLURM_STEP_ID) % 10000 (Slurm); else 20000 + the job id
+//         % 10000 (Open MPI: OMPI_MCA_ess_base_jobid, or a hash of PMIX_NAMESPACE);
+//         else an error asking for HVD_STORE_PORT or HVD_STORE_ADDR.
 //   Rank 0 listens on the host itself when it is a numeric address, on 127.0.0.1 for
 //   "localhost", and on every interface (0.0.0.0) for any other name, because a node's
 //   own name often resolves to a loopback address on that node.

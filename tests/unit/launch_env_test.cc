@@ -101,12 +101,44 @@ TEST(LaunchEnv, OpenMpiAcrossNodesNeedsTheStoreAddress) {
                                 {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
                                 {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("Open MPI launch across nodes: set HVD_STORE_ADDR"));
+  EXPECT_THAT(s.message(), HasSubstr("Open MPI launch across nodes: set MASTER_ADDR to rank 0's "
+                                     "node (and MASTER_PORT, or HVD_STORE_PORT), or HVD_STORE_ADDR"));
   const Status p = DetectError({{"OMPI_COMM_WORLD_RANK", "0"},
                                 {"OMPI_COMM_WORLD_SIZE", "2"},
                                 {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
                                 {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
   EXPECT_THAT(p.message(), HasSubstr("set HVD_STORE_PORT (or HVD_STORE_ADDR)"));
+}
+
+// `mpirun -np N prog` on one host needs no variable of ours: the port comes from the
+// job id mpirun gives every rank of the job (a numeric OMPI_MCA_ess_base_jobid, or
+// PMIX_NAMESPACE's text), the same on every rank and different for the next job.
+TEST(LaunchEnv, OpenMpiDerivesTheStorePortFromItsJobId) {
+  const Env base = {{"OMPI_COMM_WORLD_RANK", "1"},
+                    {"OMPI_COMM_WORLD_SIZE", "2"},
+                    {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}};
+  Env env = base;
+  env["OMPI_MCA_ess_base_jobid"] = "692649985";
+  LaunchEnv launch;
+  RuntimeOptions o = Resolve(env, &launch);
+  EXPECT_EQ(o.store_addr, "127.0.0.1:" + std::to_string(20000 + 692649985 % 10000));
+  env["OMPI_MCA_ess_base_jobid"] = "692649986";
+  EXPECT_EQ(Resolve(env, &launch).store_addr,
+            "127.0.0.1:" + std::to_string(20000 + 692649986 % 10000));
+  Env pmix = base;
+  pmix["PMIX_NAMESPACE"] = "prterun-node1-4242@1";
+  const std::string a = Resolve(pmix, &launch).store_addr;
+  EXPECT_EQ(Resolve(pmix, &launch).store_addr, a) << "the same id, the same port";
+  pmix["PMIX_NAMESPACE"] = "prterun-node1-4243@1";
+  EXPECT_NE(Resolve(pmix, &launch).store_addr, a);
+  int port = 0;
+  std::string host;
+  ASSERT_TRUE(ParseHostPort(a, &host, &port).ok());
+  EXPECT_GE(port, 20000);
+  EXPECT_LT(port, 30000);
+  env["HVD_STORE_PORT"] = "29600";  // an explicit port wins
+  EXPECT_EQ(Resolve(env, &launch).store_addr, "127.0.0.1:29600");
 }
 
 TEST(LaunchEnv, MalformedAndMissingVariablesAreNamed) {
@@ -338,6 +370,22 @@ TEST(LaunchEnv, ChooseGlooAddressRejectsLoopbackAcrossNodes) {
   launch.needs_gloo_address = false;
   EXPECT_TRUE(ChooseGlooAddress(launch, &o).ok());
   EXPECT_EQ(o.gloo_hostname, "127.0.0.1");
+}
+
+// torch.distributed's MASTER_ADDR and MASTER_PORT place the store under any
+// launcher, not only torchrun (MASTER_PORT + 1: the port itself is torch's).
+TEST(LaunchEnv, MasterAddrAndPortWorkUnderEveryLauncher) {
+  Env ompi = {{"OMPI_COMM_WORLD_RANK", "2"},       {"OMPI_COMM_WORLD_SIZE", "4"},
+              {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+              {"MASTER_ADDR", "10.0.0.7"},         {"MASTER_PORT", "29500"},
+              {"OMPI_MCA_ess_base_jobid", "77"}};
+  LaunchEnv launch;
+  EXPECT_EQ(Resolve(ompi, &launch).store_addr, "10.0.0.7:29501");
+  EXPECT_EQ(launch.store_host, "10.0.0.7");
+  Env slurm = SlurmEnv(0, 0, 0);
+  slurm["MASTER_ADDR"] = "10.0.0.8";
+  slurm["MASTER_PORT"] = "40000";
+  EXPECT_EQ(Resolve(slurm, &launch).store_addr, "10.0.0.8:40001");
 }
 
 }  // namespace
