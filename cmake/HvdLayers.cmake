@@ -47,8 +47,14 @@ function(hvd_layer name)
   else()
     add_library(${name} STATIC ${sources} ${protos})
   endif()
-  target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
-  target_link_libraries(${name} PUBLIC ${L_DEPS})
+  target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}>
+                                            $<BUILD_INTERFACE:${CMAKE_BINARY_DIR}>)
+  if(L_SHARED)
+    # The layers below are linked into the shared library, not into its users.
+    target_link_libraries(${name} PRIVATE ${L_DEPS})
+  else()
+    target_link_libraries(${name} PUBLIC ${L_DEPS})
+  endif()
   if(protos)
     target_link_libraries(${name} PUBLIC protobuf::libprotobuf)
     protobuf_generate(TARGET ${name} LANGUAGE cpp

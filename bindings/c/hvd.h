@@ -56,6 +56,16 @@
 extern "C" {
 #endif
 
+/* The version of this header (and of the libhvd it comes with). */
+#define HVD_VERSION_MAJOR 0
+#define HVD_VERSION_MINOR 2
+#define HVD_VERSION_PATCH 0
+/* The ABI this header describes. A libhvd serves every caller built against the
+ * same ABI: later versions add entry points and struct fields compatibly (see
+ * hvd_allreduce_args_t); an incompatible change bumps this number, and with it
+ * the library's SONAME (libhvd.so.<abi>). */
+#define HVD_ABI_VERSION 0
+
 typedef enum {
   HVD_SUCCESS = 0,
   HVD_INVALID_ARGUMENT, /* a bad argument: null pointer, negative count, unknown dtype */
@@ -374,6 +384,11 @@ hvd_status_t hvd_cuda_built(int* out);
 /* *out = the NCCL version code this libhvd was built against (NCCL_VERSION_CODE:
  * 22807 for NCCL 2.28.7), or 0 without CUDA. Never fails. */
 hvd_status_t hvd_nccl_version(int* out);
+
+/* The loaded library's version and ABI, which may differ from the header the
+ * caller was built with (compare with HVD_VERSION_* and HVD_ABI_VERSION). Any
+ * out-parameter may be NULL. Never fails; callable before hvd_init. */
+hvd_status_t hvd_version(int* major, int* minor, int* patch, int* abi);
 
 /* ---- Errors ---------------------------------------------------------------- */
 

@@ -4,8 +4,9 @@ Front-ends with horovod.torch 0.28's API:
   hvd.torch  - torch CPU and CUDA tensors, DistributedOptimizer, ShardedOptimizer (ZeRO 1/2);
   hvd.numpy  - NumPy arrays.
 This package itself holds what they share: the life cycle and topology calls, process
-sets and the exceptions. libhvd.so is found through $HVD_LIBRARY or the repository's
-build folders (see hvd._lib).
+sets and the exceptions. libhvd.so is found through $HVD_LIBRARY, beside the dprun that
+started this process, inside this package once installed, in the checkout's build
+folders, or on the system (see hvd._lib).
 """
 from hvd.basics import (ProcessSet, add_process_set, check_health, cross_rank, cross_size,  # noqa: F401
                         global_process_set, init, is_initialized, local_rank, local_size, rank,
@@ -14,4 +15,4 @@ from hvd.errors import (HorovodInternalError, HvdError, HvdTimeoutError, Interna
                         InvalidArgumentError, InvalidUsageError, MismatchError,
                         NotInitializedError, RemoteError, ShutDownError)
 
-__version__ = "0.1.0"
+from hvd._version import __version__  # noqa: F401

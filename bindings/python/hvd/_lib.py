@@ -2,12 +2,17 @@
 
 Where the library is found, first match wins:
   1. $HVD_LIBRARY, the path of a libhvd.so (an error if it does not exist);
-  2. the libhvd.so beside the dprun that launched this process (found through the
-     parent processes' executables), so `build-x/dprun -np 4 python3 ...` uses
-     build-x's library, which speaks the same protocol as that launcher;
-  3. <repo>/build/libhvd.so;
-  4. <repo>/build*/libhvd.so (build-py, build-asan, ...), the newest first;
-where <repo> is the checkout this package lives in (bindings/python/hvd/../../..).
+  2. the libhvd.so of the dprun that launched this process (found through the
+     parent processes' executables): in its folder (a build tree, or this package's
+     hvd/_native/) or in ../lib of it (an installed prefix, lib/<multiarch> too),
+     so `build-x/dprun -np 4 python3 ...` uses build-x's library, which speaks the
+     same protocol as that launcher;
+  3. the one installed with this package (hvd/_native/libhvd.so, `pip install`);
+  4. <repo>/build/libhvd.so, then <repo>/build*/libhvd.so (build-py, ...), the
+     newest first, where <repo> is the checkout this package lives in;
+  5. the system's libhvd.so.<abi> (the Debian package), by the loader's own search.
+Once loaded, its version must match this package's in major.minor (hvd_version);
+otherwise the first call fails with an error naming both versions and the path.
 
 `check(status, call)` turns a non-zero status into the matching HvdError carrying
 hvd_last_error(); it must run on the thread that made the call, right after it,
@@ -17,6 +22,8 @@ import ctypes
 import glob
 import os
 import threading
+
+from hvd._version import __version__ as PACKAGE_VERSION
 
 from hvd import errors
 
@@ -85,10 +92,22 @@ def _beside_launcher(max_depth=4):
         except (OSError, ValueError, IndexError):
             return None
         if os.path.basename(exe) == "dprun":
-            candidate = os.path.join(os.path.dirname(exe), "libhvd.so")
-            return candidate if os.path.isfile(candidate) else None
+            where = os.path.dirname(exe)
+            candidates = [os.path.join(where, "libhvd.so"),
+                          os.path.join(where, "..", "lib", "libhvd.so")]
+            candidates += sorted(glob.glob(os.path.join(where, "..", "lib", "*", "libhvd.so")))
+            for candidate in candidates:
+                if os.path.isfile(candidate):
+                    return os.path.normpath(candidate)
+            return None
         pid = parent
     return None
+
+
+# The library pip installs with this package (setup.py puts it there).
+BUNDLED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native", "libhvd.so")
+# The SONAME of the ABI this binding speaks, for the loader's search.
+SYSTEM_NAME = "libhvd.so.0"
 
 
 def find_library():
@@ -102,6 +121,8 @@ def find_library():
     beside = _beside_launcher()
     if beside:
         return beside
+    if os.path.isfile(BUNDLED):
+        return BUNDLED
     default = os.path.join(REPO_ROOT, "build", "libhvd.so")
     if os.path.isfile(default):
         return default
@@ -109,10 +130,38 @@ def find_library():
                    key=os.path.getmtime, reverse=True)
     if found:
         return found[0]
+    try:
+        ctypes.CDLL(SYSTEM_NAME)
+        return SYSTEM_NAME
+    except OSError:
+        pass
     raise errors.HvdError(
-        "libhvd.so not found: set HVD_LIBRARY to its path, or build it into %s/build "
+        "libhvd.so not found: install dprun (pip install ., or the Debian package), set "
+        "HVD_LIBRARY to its path, or build it into %s/build "
         "(cmake -S %s -B %s/build -G Ninja && ninja -C %s/build)"
         % (REPO_ROOT, REPO_ROOT, REPO_ROOT, REPO_ROOT), status="HVD_NOT_INITIALIZED")
+
+
+def check_version(loaded, path):
+    """Raises unless the library at `path` has this package's major.minor version."""
+    want = tuple(int(x) for x in PACKAGE_VERSION.split(".")[:2])
+    try:
+        fn = loaded.hvd_version
+    except AttributeError:
+        raise errors.InvalidUsageError(
+            "the hvd package is version %s but %s has no hvd_version, so it is older "
+            "(before 0.2): install the libhvd that came with this package, or point "
+            "HVD_LIBRARY at it" % (PACKAGE_VERSION, path)) from None
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.POINTER(ctypes.c_int)] * 4
+    v = [ctypes.c_int(-1) for _ in range(4)]
+    fn(*[ctypes.byref(x) for x in v])
+    have = "%d.%d.%d" % (v[0].value, v[1].value, v[2].value)
+    if (v[0].value, v[1].value) != want:
+        raise errors.InvalidUsageError(
+            "the hvd package is version %s but %s is libhvd %s: their versions must agree in "
+            "major.minor; install the libhvd that came with this package, or point "
+            "HVD_LIBRARY at it" % (PACKAGE_VERSION, path, have))
 
 
 _P = ctypes.POINTER
@@ -167,6 +216,7 @@ _OPTIONAL_PROTOTYPES = {
     "hvd_cuda_built": (_I, [_P(_I)]),
     "hvd_nccl_version": (_I, [_P(_I)]),
     "hvd_grouped_allreduce_ex": (_I, [_I, _P(_P(AllreduceArgs)), _P(_VP)]),
+    "hvd_version": (_I, [_P(_I), _P(_I), _P(_I), _P(_I)]),
     "hvd_start_timeline": (_I, [_CP, _I]),
     "hvd_stop_timeline": (_I, []),
     # The device forms (hvd.h, "Device tensors"); a device tensor needs them.
@@ -192,6 +242,7 @@ def lib():
                 # CDLL releases the GIL around every call, so blocking calls (hvd_wait,
                 # hvd_barrier) let other Python threads run.
                 loaded = ctypes.CDLL(path)
+                check_version(loaded, path)
                 loaded.optional = set()
                 for name, (restype, argtypes) in list(_PROTOTYPES.items()) + list(
                         _OPTIONAL_PROTOTYPES.items()):

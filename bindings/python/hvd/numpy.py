@@ -24,6 +24,7 @@ from hvd.basics import (ProcessSet, add_process_set, ccl_built, check_health,  #
                         local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported,
                         nccl_built, rank, remove_process_set, rocm_built, shutdown, size,
                         start_timeline, stop_timeline)
+from hvd._version import __version__  # noqa: F401
 from hvd.errors import (HorovodInternalError, HvdError, InternalError,  # noqa: F401
                         InvalidArgumentError, MismatchError)
 from hvd._frontend import Adasum, Average, Max, Min, Product, Sum  # noqa: F401

@@ -18,6 +18,7 @@ from hvd.basics import (ProcessSet, add_process_set, ccl_built, check_health,  #
                         local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported,
                         nccl_built, rank, remove_process_set, rocm_built, shutdown, size,
                         start_timeline, stop_timeline)
+from hvd._version import __version__  # noqa: F401
 from hvd.errors import (HorovodInternalError, HvdError, HvdTimeoutError, InternalError,  # noqa: F401
                         InvalidArgumentError, InvalidUsageError, MismatchError,
                         NotInitializedError, RemoteError, ShutDownError)
