@@ -376,6 +376,7 @@ void Controller::Coordinate(const std::vector<proto::RequestList>& lists, Clock:
       responses.push_back(std::move(resp));
     }
   }
+  for (auto& failed : table_.FailBrokenGroups()) responses.push_back(std::move(failed));
   bool all_shut_down = true;
   for (int r = 0; r < size(); ++r) {
     if (lists[r].shutdown()) shut_down_[r] = true;

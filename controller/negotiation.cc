@@ -67,6 +67,13 @@ std::string Differ(const std::string& what, const std::vector<proto::Request>& r
   return s;
 }
 
+// A grouped call's tensors must be as many on every rank (an ungrouped call counts as
+// a group of one); "" if they are.
+std::string GroupSizesDiffer(const std::vector<proto::Request>& requests) {
+  return Differ("the number of tensors in its grouped call", requests,
+                [](const proto::Request& r) { return std::to_string(std::max(1, r.group_size())); });
+}
+
 proto::ResponseType ResponseTypeFor(proto::RequestType t) {
   return static_cast<proto::ResponseType>(static_cast<int>(t));
 }
@@ -152,6 +159,8 @@ std::string CheckAgreement(const std::string& name, const std::vector<proto::Req
     std::string s = check();
     if (!s.empty()) return prefix + s;
   }
+  std::string groups = GroupSizesDiffer(requests);
+  if (!groups.empty()) return prefix + groups;
   return "";
 }
 
@@ -293,6 +302,14 @@ proto::Response MessageTable::BuildResponse(const std::string& name) {
     error = CheckAgreement(name, present);
   }
   if (!error.empty()) {
+    // A grouped call whose size differs across ranks leaves members that some ranks
+    // never submit: note each rank's group, so FailBrokenGroups fails those too.
+    const std::string groups = e.duplicate ? "" : GroupSizesDiffer(present);
+    if (!groups.empty()) {
+      for (const auto& r : present)
+        if (r.group_id() != 0)
+          broken_groups_[{r.request_rank(), r.group_id()}] = "(with '" + name + "') " + groups;
+    }
     resp.set_type(proto::RESPONSE_ERROR);
     resp.set_error_code(static_cast<int>(StatusCode::kMismatch));
     resp.set_error_message(error);
@@ -339,6 +356,27 @@ proto::Response MessageTable::BuildResponse(const std::string& name) {
     }
   }
   return resp;
+}
+
+std::vector<proto::Response> MessageTable::FailBrokenGroups() {
+  std::vector<proto::Response> out;
+  if (broken_groups_.empty()) return out;
+  std::vector<std::pair<std::string, std::string>> doomed;
+  for (const auto& [name, e] : entries_) {
+    for (int r = 0; r < size_; ++r) {
+      if (!e.have[r] || e.requests[r].group_id() == 0) continue;
+      auto it = broken_groups_.find({r, e.requests[r].group_id()});
+      if (it == broken_groups_.end()) continue;
+      doomed.push_back({name, it->second});
+      break;
+    }
+  }
+  // A rank enqueues a group's tensors together, so they are all here by now.
+  broken_groups_.clear();
+  for (const auto& [name, why] : doomed)
+    out.push_back(Fail(name, static_cast<int>(StatusCode::kMismatch),
+                       "tensor '" + name + "' is in a grouped call " + why));
+  return out;
 }
 
 std::vector<proto::Response> MessageTable::FailWaitingOn(int rank, int error_code,

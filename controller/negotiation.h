@@ -60,6 +60,11 @@ class MessageTable {
   // complete: a joined rank only stands in for allreduce).
   std::vector<proto::Response> FailUnjoinable();
 
+  // After BuildResponse found a grouped call whose number of tensors differs across
+  // ranks: fails the pending tensors of those groups too (the extra members that
+  // some ranks will never submit), with kMismatch naming the ranks and the sizes.
+  std::vector<proto::Response> FailBrokenGroups();
+
   // Forgets pending tensor `name` and returns an error response for it.
   proto::Response Fail(const std::string& name, int error_code, const std::string& message);
 
@@ -102,6 +107,9 @@ class MessageTable {
   std::vector<std::string> ready_;
   std::set<int> joined_;
   Arrival last_arrival_;
+  // (rank, that rank's group id) of grouped calls found to differ in size, with the
+  // message for their other members; emptied by FailBrokenGroups.
+  std::map<std::pair<int, int64_t>, std::string> broken_groups_;
 };
 
 // Returns the error message for requests that disagree, or "" if they agree.

@@ -19,7 +19,8 @@ bool ResponseCache::SameParameters(const proto::Request& a, const proto::Request
          a.reduce_op() == b.reduce_op() && same_repeated(a.shape(), b.shape()) &&
          a.prescale_factor() == b.prescale_factor() &&
          a.postscale_factor() == b.postscale_factor() && a.root_rank() == b.root_rank() &&
-         a.device() == b.device() && same_repeated(a.splits(), b.splits());
+         a.device() == b.device() && same_repeated(a.splits(), b.splits()) &&
+         a.group_size() == b.group_size();
 }
 
 ResponseCache::Match ResponseCache::Lookup(const proto::Request& request, uint32_t* index) {

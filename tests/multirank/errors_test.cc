@@ -163,6 +163,50 @@ TEST(Errors, EnqueueAfterShutdownIsRefused) {
   EXPECT_EQ(s.code(), StatusCode::kShutDown);
 }
 
+// A grouped allreduce of 3 tensors on rank 0 and 2 elsewhere: every rank's every
+// tensor of the group fails with kMismatch naming the ranks and the sizes (rank 0's
+// third tensor too, which no other rank submits), instead of succeeding on some
+// ranks and stalling on others; the runtime then serves the next collective. Once
+// the same group has run (and been cached), the change is caught the same way.
+TEST(Errors, GroupSizeMismatchFailsTheWholeGroupEverywhere) {
+  const int size = 3;
+  RunRanks(size, [&](int rank, Runtime& rt) {
+    for (int round = 0; round < 3; ++round) {
+      // Rounds 0 and 1 agree (the second from the cache); round 2 does not.
+      const int n = (round == 2 && rank == 0) ? 3 : 2;
+      std::vector<std::vector<float>> bufs(n, std::vector<float>(4, 1.0f));
+      std::vector<TensorEntry> group;
+      for (int i = 0; i < n; ++i) {
+        AllreduceArgs a;
+        a.name = "group." + std::to_string(i);
+        a.input = a.output = bufs[i].data();
+        a.count = 4;
+        TensorEntry e;
+        ASSERT_TRUE(MakeAllreduceEntry(a, &e).ok());
+        e.group_id = 100 + round + rank;  // each rank numbers its groups itself
+        e.group_size = n;
+        group.push_back(std::move(e));
+      }
+      std::vector<std::shared_ptr<Work>> works;
+      ASSERT_TRUE(rt.Enqueue(std::move(group), 0, &works).ok());
+      for (int i = 0; i < n; ++i) {
+        Status s = works[i]->Wait(std::chrono::milliseconds(20000));
+        if (round < 2) {
+          ASSERT_TRUE(s.ok()) << s.ToString();
+          EXPECT_EQ(bufs[i][0], size);
+          continue;
+        }
+        EXPECT_EQ(s.code(), StatusCode::kMismatch) << "rank " << rank << " tensor " << i << ": "
+                                                   << s.ToString();
+        EXPECT_THAT(s.message(), HasSubstr("the number of tensors in its grouped call differs "
+                                           "across ranks: rank 0 has 3; ranks 1, 2 have 2"));
+        EXPECT_THAT(s.message(), HasSubstr("group." + std::to_string(i)));
+      }
+    }
+    ExpectStillWorks(rank, rt, size, "after.group");
+  });
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace hvd
