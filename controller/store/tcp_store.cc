@@ -12,16 +12,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <charconv>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <system_error>
 #include <thread>
 #include <vector>
 
+#include "controller/store/key_space.h"
 #include "controller/store/store.pb.h"
 
 namespace hvd {
@@ -32,8 +30,6 @@ using proto::StoreRequest;
 using proto::StoreResponse;
 using std::chrono::milliseconds;
 
-// Longer timeouts are clamped to this, so deadline arithmetic never overflows.
-constexpr int64_t kMaxTimeoutMs = 30LL * 24 * 3600 * 1000;
 // A client waits for a reply this much longer than the server's own timeout.
 constexpr milliseconds kReplyMargin{2000};
 // The reply timeout of requests that never wait on the server (SET, ADD, DELETE).
@@ -49,35 +45,6 @@ constexpr size_t kPipelinedBytes = 64 * 1024;
 constexpr int kMaxPollMs = 1000;
 
 std::string ErrnoText(int err) { return std::system_category().message(err); }
-
-int64_t ClampTimeoutMs(int64_t ms) { return std::clamp<int64_t>(ms, 0, kMaxTimeoutMs); }
-
-// Keys are bytes; messages show printable ASCII and escape the rest as \xNN.
-std::string Printable(const std::string& key) {
-  std::string out;
-  for (unsigned char ch : key) {
-    if (out.size() > 200) return out + "...";
-    if (ch >= 0x20 && ch < 0x7f && ch != '\\') {
-      out.push_back(static_cast<char>(ch));
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", ch);
-      out += buf;
-    }
-  }
-  return out;
-}
-
-std::string QuoteKeys(const std::vector<std::string>& keys) {
-  std::string out;
-  for (const auto& k : keys) out += (out.empty() ? "'" : ", '") + Printable(k) + "'";
-  return out;
-}
-
-Status WaitTimedOut(int64_t timeout_ms, const std::vector<std::string>& missing) {
-  return Status::Timeout("store: timed out after " + std::to_string(timeout_ms) +
-                         " ms waiting for key(s) " + QuoteKeys(missing));
-}
 
 // Compares in time that depends only on the length of `expected`.
 bool ConstantTimeEquals(const std::string& given, const std::string& expected) {
@@ -174,79 +141,6 @@ Status RecvAll(int fd, char* buf, size_t len, Clock::time_point deadline) {
   return Status::OK();
 }
 
-// ---- The key space, shared by the server thread and LocalStore() ----
-
-class KeySpace {
- public:
-  void Set(const std::string& key, const std::string& value) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      map_[key] = value;
-    }
-    cv_.notify_all();
-  }
-
-  bool Get(const std::string& key, std::string* value) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(key);
-    if (it == map_.end()) return false;
-    *value = it->second;
-    return true;
-  }
-
-  Status Add(const std::string& key, int64_t delta, int64_t* result) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      int64_t current = 0;
-      auto it = map_.find(key);
-      if (it != map_.end()) {
-        const std::string& text = it->second;
-        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), current);
-        if (ec != std::errc() || end != text.data() + text.size() || text.empty())
-          return Status::InvalidArgument("store key '" + Printable(key) +
-                                         "' does not hold an integer");
-      }
-      if (__builtin_add_overflow(current, delta, result))
-        return Status::InvalidArgument("store key '" + Printable(key) + "': adding " +
-                                       std::to_string(delta) + " overflows int64");
-      map_[key] = std::to_string(*result);
-    }
-    cv_.notify_all();
-    return Status::OK();
-  }
-
-  void Delete(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mu_);
-    map_.erase(key);
-  }
-
-  std::vector<std::string> Missing(const std::vector<std::string>& keys) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return MissingLocked(keys);
-  }
-
-  // Blocks the calling (local) thread until every key exists or `timeout` passes.
-  Status WaitFor(const std::vector<std::string>& keys, milliseconds timeout) {
-    const int64_t ms = ClampTimeoutMs(timeout.count());
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_for(lock, milliseconds(ms), [&] { return MissingLocked(keys).empty(); }))
-      return Status::OK();
-    return WaitTimedOut(ms, MissingLocked(keys));
-  }
-
- private:
-  std::vector<std::string> MissingLocked(const std::vector<std::string>& keys) {
-    std::vector<std::string> missing;
-    for (const auto& k : keys)
-      if (map_.count(k) == 0) missing.push_back(k);
-    return missing;
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::string> map_;
-};
-
 // Wakes the server thread's poll by writing to its pipe. Disabled (a no-op) once the
 // server has stopped, so a LocalStore that outlives the server stays safe to use.
 class Waker {
@@ -267,41 +161,6 @@ class Waker {
  private:
   std::mutex mu_;
   int fd_;
-};
-
-// LocalStore(): direct calls on the key space; mutations wake parked remote requests.
-class LocalKeySpaceStore : public Store {
- public:
-  LocalKeySpaceStore(std::shared_ptr<KeySpace> space, std::shared_ptr<Waker> waker)
-      : space_(std::move(space)), waker_(std::move(waker)) {}
-
-  Status Set(const std::string& key, const std::string& value) override {
-    space_->Set(key, value);
-    waker_->Wake();
-    return Status::OK();
-  }
-  Status Get(const std::string& key, milliseconds timeout, std::string* value) override {
-    HVD_RETURN_IF_ERROR(space_->WaitFor({key}, timeout));
-    if (!space_->Get(key, value))  // Deleted between the wait and the read.
-      return WaitTimedOut(ClampTimeoutMs(timeout.count()), {key});
-    return Status::OK();
-  }
-  Status Add(const std::string& key, int64_t delta, int64_t* result) override {
-    HVD_RETURN_IF_ERROR(space_->Add(key, delta, result));
-    waker_->Wake();
-    return Status::OK();
-  }
-  Status Wait(const std::vector<std::string>& keys, milliseconds timeout) override {
-    return space_->WaitFor(keys, timeout);
-  }
-  Status Delete(const std::string& key) override {
-    space_->Delete(key);
-    return Status::OK();
-  }
-
- private:
-  std::shared_ptr<KeySpace> space_;
-  std::shared_ptr<Waker> waker_;
 };
 
 }  // namespace
@@ -325,7 +184,7 @@ class TcpStoreServer::Impl {
   int port() const { return port_; }
 
   std::shared_ptr<Store> LocalStore() {
-    return std::make_shared<LocalKeySpaceStore>(space_, waker_);
+    return NewKeySpaceStore(space_, [waker = waker_] { waker->Wake(); });
   }
 
   void Stop() {
@@ -570,11 +429,11 @@ class TcpStoreServer::Impl {
     StoreResponse resp;
     std::vector<std::string> missing = space_->Missing(keys);
     if (missing.empty() && req.op() == StoreRequest::GET &&
-        !space_->Get(req.key(), resp.mutable_value()))
+        !space_->TryGet(req.key(), resp.mutable_value()))
       missing.push_back(req.key());
     if (!missing.empty()) {
       if (now < c.deadline) return;
-      SetStatus(WaitTimedOut(ClampTimeoutMs(req.timeout_ms()), missing), &resp);
+      SetStatus(KeysTimedOut(ClampTimeoutMs(req.timeout_ms()), missing), &resp);
     }
     c.parked = false;
     Reply(c, resp);
@@ -796,7 +655,7 @@ class TcpStoreClient : public Store {
     Status s = Exchange(req, Clock::now() + reply_timeout, resp);
     if (!s.ok()) {
       std::string what = std::string(OpName(req.op()));
-      if (!req.key().empty()) what += " '" + Printable(req.key()) + "'";
+      if (!req.key().empty()) what += " '" + PrintableKey(req.key()) + "'";
       if (req.keys_size() > 0)
         what += " " + QuoteKeys(std::vector<std::string>(req.keys().begin(), req.keys().end()));
       if (s.code() == StatusCode::kTimeout)
