@@ -1,6 +1,27 @@
+// The TCP store's server: TcpStoreServer (controller/store/tcp_store.h).
+//
+// One thread (Loop) owns every socket: it polls a wake pipe, the listening socket and
+// each client's socket, all non-blocking, so a slow, silent or hostile client never
+// delays the others. Each Connection has an input buffer (bytes not yet parsed, always
+// starting at a message boundary) and an output buffer (replies not yet sent); a
+// connection's next request is parsed only once the previous reply has been sent, and
+// a GET or WAIT for keys that are absent is parked on its connection until they exist
+// or its deadline passes. Each pass of the loop re-checks the parked requests; the loop
+// wakes on socket events, on the Waker, at the nearest deadline, and at least every
+// kMaxPollMs.
+//
+// The keys live in a KeySpace (controller/store/key_space.h) that the server thread
+// shares with the owner's LocalStore() handles, whose writes wake the loop through the
+// Waker (a pipe).
+//
+// Ownership and threads: Impl owns the listening socket, the wake pipe and every
+// connection; only the server thread touches connections. Stop() (any thread, once)
+// stops and joins the thread, closes every socket, and disables the Waker, so a
+// LocalStore() that outlives the server is a plain in-memory store. Errors on one
+// connection (oversized, malformed or unauthenticated messages, a failed send) close
+// that connection with a logged reason; a goodbye between messages is not logged.
 #include "controller/store/tcp_store.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -12,15 +33,19 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <mutex>
-#include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "controller/store/key_space.h"
+#include "controller/store/socket_io.h"
 #include "controller/store/store.pb.h"
+#include "controller/store/store_protocol.h"
 
 namespace hvd {
 namespace {
@@ -30,12 +55,6 @@ using proto::StoreRequest;
 using proto::StoreResponse;
 using std::chrono::milliseconds;
 
-// A client waits for a reply this much longer than the server's own timeout.
-constexpr milliseconds kReplyMargin{2000};
-// The reply timeout of requests that never wait on the server (SET, ADD, DELETE).
-constexpr milliseconds kSimpleReplyTimeout{30000};
-// The largest reply a client reads: the server's default limit plus room for the envelope.
-constexpr size_t kClientMaxReplyBytes = (64u << 20) + 4096;
 // Bytes read per recv; a connection gets at most kReadsPerWakeup of them per poll round.
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr int kReadsPerWakeup = 16;
@@ -43,103 +62,6 @@ constexpr int kReadsPerWakeup = 16;
 constexpr size_t kPipelinedBytes = 64 * 1024;
 // The server thread wakes at least this often, whatever its deadlines.
 constexpr int kMaxPollMs = 1000;
-
-std::string ErrnoText(int err) { return std::system_category().message(err); }
-
-// Compares in time that depends only on the length of `expected`.
-bool ConstantTimeEquals(const std::string& given, const std::string& expected) {
-  unsigned diff = given.size() == expected.size() ? 0 : 1;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
-    diff |= g ^ static_cast<unsigned char>(expected[i]);
-  }
-  return diff == 0;
-}
-
-std::string Frame(const google::protobuf::MessageLite& message) {
-  const size_t n = message.ByteSizeLong();
-  std::string out(4 + n, '\0');
-  const uint32_t be = htonl(static_cast<uint32_t>(n));
-  std::memcpy(&out[0], &be, 4);
-  message.SerializeToArray(&out[4], static_cast<int>(n));
-  return out;
-}
-
-uint32_t ReadLength(const char* p) {
-  uint32_t be;
-  std::memcpy(&be, p, 4);
-  return ntohl(be);
-}
-
-const char* OpName(StoreRequest::Op op) {
-  switch (op) {
-    case StoreRequest::AUTH:
-      return "AUTH";
-    case StoreRequest::SET:
-      return "SET";
-    case StoreRequest::GET:
-      return "GET";
-    case StoreRequest::ADD:
-      return "ADD";
-    case StoreRequest::WAIT:
-      return "WAIT";
-    case StoreRequest::DELETE:
-      return "DELETE";
-    default:
-      return "an unknown op";
-  }
-}
-
-std::string JoinHostPort(const std::string& host, int port) {
-  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
-  return host + ":" + std::to_string(port);
-}
-
-// ---- Timed I/O on a non-blocking socket (client side) ----
-
-// Waits until `fd` is ready for `events` or `deadline` passes.
-Status WaitFd(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return Status::Timeout("no reply in time");
-    pollfd p{fd, events, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, kMaxPollMs)));
-    if (r > 0) return Status::OK();
-    if (r < 0 && errno != EINTR) return Status::RemoteError("poll failed: " + ErrnoText(errno));
-  }
-}
-
-Status SendAll(int fd, const std::string& data, Clock::time_point deadline) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      HVD_RETURN_IF_ERROR(WaitFd(fd, POLLOUT, deadline));
-    } else if (n < 0 && errno != EINTR) {
-      return Status::RemoteError("connection lost: " + ErrnoText(errno));
-    }
-  }
-  return Status::OK();
-}
-
-Status RecvAll(int fd, char* buf, size_t len, Clock::time_point deadline) {
-  size_t got = 0;
-  while (got < len) {
-    const ssize_t n = ::recv(fd, buf + got, len - got, 0);
-    if (n > 0) {
-      got += static_cast<size_t>(n);
-    } else if (n == 0) {
-      return Status::RemoteError("connection lost: the server closed the connection");
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      HVD_RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline));
-    } else if (errno != EINTR) {
-      return Status::RemoteError("connection lost: " + ErrnoText(errno));
-    }
-  }
-  return Status::OK();
-}
 
 // Wakes the server thread's poll by writing to its pipe. Disabled (a no-op) once the
 // server has stopped, so a LocalStore that outlives the server stays safe to use.
@@ -164,8 +86,6 @@ class Waker {
 };
 
 }  // namespace
-
-// ---- Server ----
 
 class TcpStoreServer::Impl {
  public:
@@ -297,7 +217,7 @@ class TcpStoreServer::Impl {
       char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
       ::getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), serv, sizeof(serv),
                     NI_NUMERICHOST | NI_NUMERICSERV);
-      const std::string peer = JoinHostPort(host, std::atoi(serv));
+      const std::string peer = JoinStoreAddress(host, std::atoi(serv));
       if (static_cast<int>(conns_.size()) >= opts_.max_clients) {
         Log("refusing connection from " + peer + ": already serving " +
             std::to_string(opts_.max_clients) + " clients (max_clients)");
@@ -404,7 +324,7 @@ class TcpStoreServer::Impl {
         return;
       case StoreRequest::ADD: {
         int64_t result = 0;
-        SetStatus(space_->Add(req.key(), req.delta(), &result), &resp);
+        SetReplyStatus(space_->Add(req.key(), req.delta(), &result), &resp);
         resp.set_number(result);
         break;
       }
@@ -412,7 +332,8 @@ class TcpStoreServer::Impl {
         space_->Delete(req.key());
         break;
       default:
-        SetStatus(Status::InvalidArgument("store: unknown op " + std::to_string(req.op())), &resp);
+        SetReplyStatus(Status::InvalidArgument("store: unknown op " + std::to_string(req.op())),
+                       &resp);
     }
     Reply(c, resp);
   }
@@ -433,15 +354,10 @@ class TcpStoreServer::Impl {
       missing.push_back(req.key());
     if (!missing.empty()) {
       if (now < c.deadline) return;
-      SetStatus(KeysTimedOut(ClampTimeoutMs(req.timeout_ms()), missing), &resp);
+      SetReplyStatus(KeysTimedOut(ClampTimeoutMs(req.timeout_ms()), missing), &resp);
     }
     c.parked = false;
     Reply(c, resp);
-  }
-
-  static void SetStatus(const Status& s, StoreResponse* resp) {
-    resp->set_code(static_cast<int>(s.code()));
-    resp->set_message(s.message());
   }
 
   void Reply(Connection& c, const StoreResponse& resp) {
@@ -507,50 +423,6 @@ class TcpStoreServer::Impl {
   std::thread thread_;
 };
 
-namespace {
-
-// Binds and listens on the first address of host:port that works.
-Status Listen(const std::string& host, int port, int* fd_out, int* port_out) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  const int gai = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-  if (gai != 0)
-    return Status::InvalidArgument("store: cannot resolve listen address '" + host +
-                                   "': " + ::gai_strerror(gai));
-  std::string last_error = "no usable address";
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      last_error = "socket: " + ErrnoText(errno);
-      continue;
-    }
-    const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 1024) != 0) {
-      last_error = ErrnoText(errno);
-      ::close(fd);
-      continue;
-    }
-    sockaddr_storage bound{};
-    socklen_t len = sizeof(bound);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-    *port_out =
-        ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                          : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-    *fd_out = fd;
-    ::freeaddrinfo(res);
-    return Status::OK();
-  }
-  ::freeaddrinfo(res);
-  return Status::Internal("store: cannot listen on " + JoinHostPort(host, port) + ": " +
-                          last_error);
-}
-
-}  // namespace
-
 Status TcpStoreServer::Start(const Options& opts, std::unique_ptr<TcpStoreServer>* out) {
   if (opts.host.empty()) return Status::InvalidArgument("store: listen host is empty");
   if (opts.port < 0 || opts.port > 65535)
@@ -563,7 +435,7 @@ Status TcpStoreServer::Start(const Options& opts, std::unique_ptr<TcpStoreServer
     return Status::InvalidArgument("store: max_clients must be at least 1, got " +
                                    std::to_string(opts.max_clients));
   int listen_fd = -1, port = 0;
-  HVD_RETURN_IF_ERROR(Listen(opts.host, opts.port, &listen_fd, &port));
+  HVD_RETURN_IF_ERROR(ListenTcp(opts.host, opts.port, &listen_fd, &port));
   int wake[2];
   if (::pipe2(wake, O_NONBLOCK | O_CLOEXEC) != 0) {
     ::close(listen_fd);
@@ -578,198 +450,5 @@ TcpStoreServer::~TcpStoreServer() { Stop(); }
 int TcpStoreServer::port() const { return impl_->port(); }
 void TcpStoreServer::Stop() { impl_->Stop(); }
 std::shared_ptr<Store> TcpStoreServer::LocalStore() { return impl_->LocalStore(); }
-
-// ---- Client ----
-
-namespace {
-
-class TcpStoreClient : public Store {
- public:
-  TcpStoreClient(int fd, std::string endpoint) : fd_(fd), endpoint_(std::move(endpoint)) {}
-  ~TcpStoreClient() override { ::close(fd_); }
-
-  Status Authenticate(const std::string& secret, milliseconds reply_timeout) {
-    StoreRequest req;
-    req.set_op(StoreRequest::AUTH);
-    req.set_secret(secret);
-    StoreResponse resp;
-    Status s = Call(req, reply_timeout, &resp);
-    if (!s.ok()) return s.Prepend("store " + endpoint_ + " refused this client");
-    return s;
-  }
-
-  Status Set(const std::string& key, const std::string& value) override {
-    StoreRequest req;
-    req.set_op(StoreRequest::SET);
-    req.set_key(key);
-    req.set_value(value);
-    StoreResponse resp;
-    return Call(req, kSimpleReplyTimeout, &resp);
-  }
-
-  Status Get(const std::string& key, milliseconds timeout, std::string* value) override {
-    StoreRequest req;
-    req.set_op(StoreRequest::GET);
-    req.set_key(key);
-    req.set_timeout_ms(ClampTimeoutMs(timeout.count()));
-    StoreResponse resp;
-    HVD_RETURN_IF_ERROR(Call(req, milliseconds(req.timeout_ms()) + kReplyMargin, &resp));
-    *value = std::move(*resp.mutable_value());
-    return Status::OK();
-  }
-
-  Status Add(const std::string& key, int64_t delta, int64_t* result) override {
-    StoreRequest req;
-    req.set_op(StoreRequest::ADD);
-    req.set_key(key);
-    req.set_delta(delta);
-    StoreResponse resp;
-    HVD_RETURN_IF_ERROR(Call(req, kSimpleReplyTimeout, &resp));
-    *result = resp.number();
-    return Status::OK();
-  }
-
-  Status Wait(const std::vector<std::string>& keys, milliseconds timeout) override {
-    StoreRequest req;
-    req.set_op(StoreRequest::WAIT);
-    for (const auto& k : keys) req.add_keys(k);
-    req.set_timeout_ms(ClampTimeoutMs(timeout.count()));
-    StoreResponse resp;
-    return Call(req, milliseconds(req.timeout_ms()) + kReplyMargin, &resp);
-  }
-
-  Status Delete(const std::string& key) override {
-    StoreRequest req;
-    req.set_op(StoreRequest::DELETE);
-    req.set_key(key);
-    StoreResponse resp;
-    return Call(req, kSimpleReplyTimeout, &resp);
-  }
-
- private:
-  // Sends `req` and reads its reply, waiting at most `reply_timeout` in all. A transport
-  // failure breaks the connection for good; the server's own error codes do not.
-  Status Call(const StoreRequest& req, milliseconds reply_timeout, StoreResponse* resp) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!broken_.ok()) return broken_;
-    Status s = Exchange(req, Clock::now() + reply_timeout, resp);
-    if (!s.ok()) {
-      std::string what = std::string(OpName(req.op()));
-      if (!req.key().empty()) what += " '" + PrintableKey(req.key()) + "'";
-      if (req.keys_size() > 0)
-        what += " " + QuoteKeys(std::vector<std::string>(req.keys().begin(), req.keys().end()));
-      if (s.code() == StatusCode::kTimeout)
-        s = Status::Timeout("no reply to " + what + " within " +
-                            std::to_string(reply_timeout.count()) + " ms");
-      else
-        s = s.Prepend(what);
-      s = s.Prepend("store " + endpoint_);
-      broken_ =
-          Status::RemoteError("store " + endpoint_ +
-                              ": connection unusable after an earlier error (" + s.message() + ")");
-      return s;
-    }
-    const int code = resp->code();
-    if (code == 0) return Status::OK();
-    if (code < 0 || code > static_cast<int>(StatusCode::kInProgress))
-      return Status::RemoteError("store " + endpoint_ + ": reply has unknown code " +
-                                 std::to_string(code) + ": " + resp->message());
-    return Status(static_cast<StatusCode>(code), resp->message());
-  }
-
-  Status Exchange(const StoreRequest& req, Clock::time_point deadline, StoreResponse* resp) {
-    HVD_RETURN_IF_ERROR(SendAll(fd_, Frame(req), deadline));
-    char header[4];
-    HVD_RETURN_IF_ERROR(RecvAll(fd_, header, 4, deadline));
-    const uint32_t len = ReadLength(header);
-    if (len > kClientMaxReplyBytes)
-      return Status::RemoteError("reply length " + std::to_string(len) + " exceeds " +
-                                 std::to_string(kClientMaxReplyBytes) + " bytes");
-    std::string body(len, '\0');
-    HVD_RETURN_IF_ERROR(RecvAll(fd_, body.data(), len, deadline));
-    if (!resp->ParseFromString(body)) return Status::RemoteError("malformed reply");
-    return Status::OK();
-  }
-
-  std::mutex mu_;
-  const int fd_;
-  const std::string endpoint_;
-  Status broken_;  // Guarded by mu_. Not OK once the connection is unusable.
-};
-
-// One attempt: resolves host:port and tries each address until `deadline`.
-// kInvalidArgument means retrying cannot help.
-Status TryConnect(const std::string& host, int port, Clock::time_point deadline, int* fd_out) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  const int gai = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-  if (gai == EAI_NONAME)
-    return Status::InvalidArgument("store: cannot resolve host '" + host + "'");
-  if (gai != 0) return Status::RemoteError(std::string("resolving: ") + ::gai_strerror(gai));
-  Status last = Status::RemoteError("no address");
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      last = Status::RemoteError("socket: " + ErrnoText(errno));
-      continue;
-    }
-    int err = 0;
-    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-      err = errno;
-      if (err == EINPROGRESS) {
-        last = WaitFd(fd, POLLOUT, deadline);
-        socklen_t len = sizeof(err);
-        err = last.ok() ? 0 : ETIMEDOUT;
-        if (last.ok()) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      }
-    }
-    if (err == 0) {
-      const int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      *fd_out = fd;
-      ::freeaddrinfo(res);
-      return Status::OK();
-    }
-    last = Status::RemoteError(ErrnoText(err));
-    ::close(fd);
-  }
-  ::freeaddrinfo(res);
-  return last;
-}
-
-}  // namespace
-
-Status ConnectTcpStore(const std::string& host, int port, const std::string& secret,
-                       milliseconds connect_timeout, std::shared_ptr<Store>* out) {
-  if (port < 1 || port > 65535)
-    return Status::InvalidArgument("store: port " + std::to_string(port) + " is outside 1..65535");
-  const std::string endpoint = JoinHostPort(host, port);
-  const auto start = Clock::now();
-  const auto deadline = start + milliseconds(ClampTimeoutMs(connect_timeout.count()));
-  milliseconds backoff(10);
-  int fd = -1;
-  // Bounded by `deadline`: every pass either connects, fails for good, or sleeps.
-  for (int attempt = 1;; ++attempt) {
-    Status s = TryConnect(host, port, deadline, &fd);
-    if (s.ok()) break;
-    if (s.code() == StatusCode::kInvalidArgument) return s;
-    const auto now = Clock::now();
-    if (now >= deadline)
-      return Status::Timeout("store: could not connect to " + endpoint + " within " +
-                             std::to_string(connect_timeout.count()) + " ms (" +
-                             std::to_string(attempt) + " attempts; last: " + s.message() + ")");
-    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
-    backoff = std::min(backoff * 2, milliseconds(250));
-  }
-  auto client = std::make_shared<TcpStoreClient>(fd, endpoint);
-  const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-  HVD_RETURN_IF_ERROR(client->Authenticate(secret, std::max(left, milliseconds(1000))));
-  *out = std::move(client);
-  return Status::OK();
-}
-
 
 }  // namespace hvd
