@@ -1,13 +1,16 @@
 // Store: the key-value store that ranks rendezvous through.
 //
 // As in c10d, one interface with several implementations, all held to one contract
-// (tests/unit/store_contract_test.cc):
+// (tests/unit/store_contract_test.cc runs every case against each of them):
 //   - InMemoryStore: threads in one process (tests run N runtimes as N threads).
 //   - TcpStoreClient: talks to a TcpStoreServer (controller/store/tcp_store.h) that dprun, or
 //     rank 0 when no launcher is used, serves. Every connection presents the job's secret.
+// Both keep their keys in a KeySpace (controller/store/key_space.h), the one
+// implementation of the semantics below, so they cannot drift apart.
 //
-// Every call that waits takes a timeout and returns StatusCode::kTimeout when it passes.
-// Implementations are thread-safe.
+// Keys and values are bytes (empty and NUL bytes included). Every call that waits takes
+// a timeout (clamped to 0..30 days) and returns StatusCode::kTimeout, naming the
+// missing keys, when it passes. Implementations are thread-safe.
 #ifndef HVD_CONTROLLER_STORE_STORE_H_
 #define HVD_CONTROLLER_STORE_STORE_H_
 
@@ -33,7 +36,9 @@ class Store {
                      std::string* value) = 0;
 
   // Atomically adds `delta` to the integer stored at `key` (absent counts as 0) and
-  // returns the new value. The value is stored as decimal text.
+  // returns the new value. The value is stored as decimal text, and only such text
+  // ('-' and digits) is read back: a stored non-integer ("12abc") or a sum outside
+  // int64 returns kInvalidArgument and changes neither the value nor *result.
   virtual Status Add(const std::string& key, int64_t delta, int64_t* result) = 0;
 
   // Waits until every key exists, up to `timeout`.

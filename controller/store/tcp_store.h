@@ -17,6 +17,12 @@
 // Every request waits for its reply at most its own timeout plus a small margin; a lost
 // connection, or a reply that never came, returns kRemoteError or kTimeout and leaves
 // the client broken (later calls fail fast with the same reason).
+//
+// This header is the TCP store's whole public API. Its implementation, one concept a
+// file, all in controller/store/: tcp_store_server.cc (the server thread),
+// tcp_store_client.cc (the client), key_space.h (the keys both stores serve),
+// store_protocol.h (framing, op names, the secret check) and socket_io.h (listen,
+// connect, timed send and receive).
 #ifndef HVD_CONTROLLER_STORE_TCP_STORE_H_
 #define HVD_CONTROLLER_STORE_TCP_STORE_H_
 
@@ -86,7 +92,6 @@ class TcpStoreServer {
 // error (kInvalidArgument). On success *out is a thread-safe Store.
 Status ConnectTcpStore(const std::string& host, int port, const std::string& secret,
                        std::chrono::milliseconds connect_timeout, std::shared_ptr<Store>* out);
-
 
 }  // namespace hvd
 

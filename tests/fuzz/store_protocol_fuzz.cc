@@ -1,5 +1,5 @@
 // Fuzzes the TcpStoreServer's request handling: framing, parsing, authentication
-// and dispatch (controller/store/tcp_store.cc), over a real loopback connection.
+// and dispatch (controller/store/tcp_store_server.cc), over a real loopback connection.
 //
 // The server offers no socket-free entry point, so each input gets a fresh server
 // (so a crash reproduces from that one input) and one client connection that sends
