@@ -5,8 +5,6 @@
 // instead of being dereferenced. No exception crosses this boundary.
 #include "bindings/c/hvd.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -16,9 +14,6 @@
 #include <vector>
 
 #include "runtime/bootstrap.h"
-#include "controller/store/store.h"
-#include "controller/store/tcp_store.h"
-#include "runtime/common/job_keys.h"
 #include "runtime/data/device_ops.h"
 #include "runtime/runtime.h"
 
@@ -136,15 +131,12 @@ struct Instance {
   std::mutex mu;
   State state = State::kNeverInitialized;
   std::shared_ptr<hvd::Runtime> runtime;
-  int generation = 0;
+  // Starts the runtime from the environment, and keeps what outlives one runtime:
+  // the store server rank 0 serves for other launchers, and the generation.
+  hvd::Bootstrap bootstrap;
 
   std::mutex handles_mu;
   HandleTable handles;  // guarded by handles_mu
-
-  // Rank 0 of a job that mpirun, srun or torchrun started serves the job's store
-  // (runtime/launch_env.h). It lives as long as the process, past hvd_shutdown, so
-  // other ranks can still finish with it; a later hvd_init reuses it. Guarded by mu.
-  std::unique_ptr<hvd::TcpStoreServer> store_server;
 };
 
 Instance& Default() {
@@ -189,33 +181,10 @@ Status Lookup(hvd_handle_t* handle, std::shared_ptr<hvd::Work>* out,
 }
 
 Status Init() {
-  // Another launcher's variables (OMPI_*, SLURM_*, torchrun's) become HVD_* ones, which
-  // FromEnv then reads like dprun's.
-  hvd::LaunchEnv launch;
-  HVD_RETURN_IF_ERROR(hvd::DetectLaunchEnv(nullptr, &launch));
-  hvd::RuntimeOptions options;
-  HVD_RETURN_IF_ERROR(hvd::RuntimeOptions::FromEnv(&options, launch.Overlay()));
-  HVD_RETURN_IF_ERROR(hvd::ChooseGlooAddress(launch, &options));
   Instance& in = Default();
-  std::shared_ptr<hvd::Store> store;
-  HVD_RETURN_IF_ERROR(hvd::OpenJobStore(launch, options, &in.store_server, &store));
-  const std::string scope = hvd::keys::InitScope(options.job_id, in.generation);
-  HVD_RETURN_IF_ERROR(
-      hvd::ExchangeCrossRanks(launch, *hvd::NewPrefixStore(store, scope), &options));
-  // --network-interface / HVD_GLOO_IFACE names NCCL's interface too, unless NCCL's own
-  // variable says otherwise.
-  if (!options.gloo_iface.empty()) ::setenv("NCCL_SOCKET_IFNAME", options.gloo_iface.c_str(), 0);
   std::unique_ptr<hvd::Runtime> runtime;
-  HVD_RETURN_IF_ERROR(hvd::Runtime::Create(options, hvd::NewPrefixStore(store, scope), &runtime, store));
-  // dprun's --start-timeout watches for this key.
-  HVD_RETURN_IF_ERROR(
-      store->Set(hvd::keys::Started(options.rank), std::to_string(getpid())));
-  for (const auto& ranks : options.process_sets) {
-    int id = 0;
-    HVD_RETURN_IF_ERROR(runtime->AddProcessSet(ranks, &id).Prepend("HVD_PROCESS_SETS"));
-  }
+  HVD_RETURN_IF_ERROR(in.bootstrap.Start(&runtime));
   in.runtime = std::move(runtime);
-  ++in.generation;
   in.state = State::kRunning;
   return Status::OK();
 }
