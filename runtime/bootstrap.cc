@@ -1,12 +1,47 @@
 #include "runtime/bootstrap.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 
 #include "controller/store/net_address.h"
 #include "runtime/common/job_keys.h"
+#include "runtime/runtime.h"
 
 namespace hvd {
+
+Bootstrap::Bootstrap(BootstrapEnv env) : env_(std::move(env)) {
+  if (!env_.getenv) env_.getenv = [](const char* name) -> const char* { return ::getenv(name); };
+  if (!env_.setenv)
+    env_.setenv = [](const char* name, const char* value) { ::setenv(name, value, 0); };
+}
+
+Bootstrap::~Bootstrap() = default;
+
+Status Bootstrap::Start(std::unique_ptr<Runtime>* out) {
+  LaunchEnv launch;
+  HVD_RETURN_IF_ERROR(DetectLaunchEnv(env_.getenv, &launch));
+  RuntimeOptions options;
+  HVD_RETURN_IF_ERROR(RuntimeOptions::FromEnv(&options, launch.Overlay(env_.getenv)));
+  HVD_RETURN_IF_ERROR(ChooseGlooAddress(launch, &options));
+  std::shared_ptr<Store> store;
+  HVD_RETURN_IF_ERROR(OpenJobStore(launch, options, &store_server_, &store));
+  const std::string scope = keys::InitScope(options.job_id, generation_);
+  HVD_RETURN_IF_ERROR(ExchangeCrossRanks(launch, *NewPrefixStore(store, scope), &options));
+  if (!options.gloo_iface.empty() && env_.getenv("NCCL_SOCKET_IFNAME") == nullptr)
+    env_.setenv("NCCL_SOCKET_IFNAME", options.gloo_iface.c_str());
+  std::unique_ptr<Runtime> runtime;
+  HVD_RETURN_IF_ERROR(Runtime::Create(options, NewPrefixStore(store, scope), &runtime, store));
+  HVD_RETURN_IF_ERROR(store->Set(keys::Started(options.rank), std::to_string(::getpid())));
+  for (const auto& ranks : options.process_sets) {
+    int id = 0;
+    HVD_RETURN_IF_ERROR(runtime->AddProcessSet(ranks, &id).Prepend("HVD_PROCESS_SETS"));
+  }
+  *out = std::move(runtime);
+  ++generation_;
+  return Status::OK();
+}
 
 Status OpenJobStore(const LaunchEnv& launch, const RuntimeOptions& options,
                     std::unique_ptr<TcpStoreServer>* server, std::shared_ptr<Store>* store) {

@@ -1,10 +1,24 @@
-// The steps with I/O that hvd_init takes after DetectLaunchEnv (runtime/launch_env.h)
-// and RuntimeOptions::FromEnv, in order: pick Gloo's address, open the job's store
-// (serving it from rank 0 when another launcher started the job), and work out the
-// cross ranks through it.
+// Bootstrap: starts this process's Runtime from the environment its launcher gave it,
+// which is all that hvd_init does. Bootstrap::Start takes these steps, in order:
+//   1. DetectLaunchEnv (runtime/launch_env.h): another launcher's variables (mpirun,
+//      srun, torchrun) become HVD_* ones, overlaid on the environment;
+//   2. RuntimeOptions::FromEnv over that overlay;
+//   3. ChooseGlooAddress, when the job spans nodes and no address was given;
+//   4. OpenJobStore: the job's store (rank 0 serves it when another launcher started
+//      the job);
+//   5. ExchangeCrossRanks, when the launcher does not give them, then Validate;
+//   6. NCCL_SOCKET_IFNAME defaults to HVD_GLOO_IFACE (--network-interface), unless
+//      NCCL's own variable is set;
+//   7. Runtime::Create in this start's scope, keys::InitScope(job_id, generation);
+//   8. keys::Started(rank) := the pid, in the launcher's view (dprun's
+//      --start-timeout waits for it);
+//   9. the process sets of HVD_PROCESS_SETS, in order (ids 1, 2, ...).
+// Every variable is read through BootstrapEnv::getenv, so tests boot runtimes from a
+// map; the steps' I/O helpers are below, for the tests of each.
 #ifndef HVD_RUNTIME_BOOTSTRAP_H_
 #define HVD_RUNTIME_BOOTSTRAP_H_
 
+#include <functional>
 #include <memory>
 
 #include "controller/store/store.h"
@@ -14,6 +28,47 @@
 #include "runtime/launch_env.h"
 
 namespace hvd {
+
+class Runtime;
+
+// The process environment as Bootstrap sees it.
+struct BootstrapEnv {
+  // Reads a variable (null: unset). Empty: ::getenv.
+  RuntimeOptions::GetEnv getenv;
+  // Sets a variable for libraries that read the environment themselves (NCCL), only
+  // when getenv says it is unset. Empty: ::setenv without overwriting.
+  std::function<void(const char* name, const char* value)> setenv;
+};
+
+// What a process keeps from one runtime to the next: the store server and the
+// generation. Not thread-safe: the caller serialises Start (the C API holds its
+// lock). Destroying it stops the store server, which other ranks may still be using:
+// keep it for the process's life (the C API's default instance is never destroyed).
+class Bootstrap {
+ public:
+  explicit Bootstrap(BootstrapEnv env = {});
+  ~Bootstrap();
+
+  Bootstrap(const Bootstrap&) = delete;
+  Bootstrap& operator=(const Bootstrap&) = delete;
+
+  // Takes the steps above and hands over the running runtime. Any failure returns
+  // the step's status (a malformed variable: kInvalidArgument naming it) and leaves
+  // *out untouched; a runtime created before the failing step is shut down. The
+  // generation moves on only on success, so every rank of a job counts its starts
+  // alike. A store server that rank 0 started stays up either way, and every later
+  // Start reuses it: it outlives Runtime::Shutdown, so the other ranks can still
+  // finish their own shutdown through it.
+  Status Start(std::unique_ptr<Runtime>* out);
+
+  // How many runtimes Start has started: the next one's generation.
+  int generation() const { return generation_; }
+
+ private:
+  BootstrapEnv env_;
+  std::unique_ptr<TcpStoreServer> store_server_;
+  int generation_ = 0;
+};
 
 // Sets options->gloo_hostname when launch.needs_gloo_address: the source address of
 // the route to the store host. It needs no other rank, so a rank that cannot work out

@@ -3,9 +3,9 @@
 // dprun gives each rank HVD_RANK and the rest of the layout, the store's address and a
 // secret. A rank started by mpirun, srun or torchrun has that launcher's variables
 // instead. DetectLaunchEnv reads them through an injected getenv (as
-// RuntimeOptions::FromEnv does) and returns the HVD_* values they imply; the C API's
-// hvd_init overlays those on the real environment and then calls FromEnv, so FromEnv
-// stays the one reader of HVD_* variables.
+// RuntimeOptions::FromEnv does) and returns the HVD_* values they imply; Bootstrap
+// (runtime/bootstrap.h, which hvd_init calls) overlays those on the environment and
+// then calls FromEnv, so FromEnv stays the one reader of HVD_* variables.
 //
 // Which launcher (the first that matches; the innermost launcher sets the most specific
 // variables, so torchrun inside srun is torchrun):

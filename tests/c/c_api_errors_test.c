@@ -57,6 +57,9 @@ static void before_init(void) {
   CHECK(hvd_allreduce("x", buf, out, 4, HVD_FLOAT32, HVD_SUM), HVD_NOT_INITIALIZED, "hvd_init");
   CHECK(hvd_allreduce_async("x", buf, out, 4, HVD_FLOAT32, HVD_SUM, &h), HVD_NOT_INITIALIZED, "hvd_init");
   EXPECT(h == NULL);
+  /* The C layer checks pointers first; the runtime, which is not there yet, the rest. */
+  CHECK(hvd_allreduce(NULL, buf, out, 4, HVD_FLOAT32, HVD_SUM), HVD_INVALID_ARGUMENT, "tensor name is NULL");
+  CHECK(hvd_allreduce("x", buf, out, 4, (hvd_dtype_t)42, HVD_SUM), HVD_NOT_INITIALIZED, "hvd_init");
   CHECK(hvd_broadcast("x", buf, 4, HVD_FLOAT32, 0, 0), HVD_NOT_INITIALIZED, "hvd_init");
   CHECK(hvd_barrier(0), HVD_NOT_INITIALIZED, "hvd_init");
   CHECK(hvd_join(0, &v), HVD_NOT_INITIALIZED, "hvd_init");

@@ -1,0 +1,257 @@
+// The all-reduce entry points: the plain ones, the extended one that takes a
+// versioned hvd_allreduce_args_t, and the grouped ones. Each reads its arguments into
+// a CollectiveArgs and submits it (enqueue.cc).
+//
+// hvd_allreduce_args_t versions (hvd.h): the caller's struct_size says which header
+// it was built with. A smaller struct (an earlier header) gets this library's
+// defaults for the fields it lacks; a larger one (a later header) is accepted while
+// every byte past this library's struct is zero, the defaults of fields it does not
+// know. A size below the first version, or above kAllreduceArgsMaxSize, is a struct
+// that was never initialised.
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings/c/c_api_internal.h"
+
+namespace hvd {
+namespace capi {
+namespace {
+
+// The size of hvd_allreduce_args_t in its first version (up to `stream`).
+constexpr size_t kAllreduceArgsFirstSize = offsetof(hvd_allreduce_args_t, stream) + sizeof(void*);
+// A later header adds a few fields, not pages of them.
+constexpr size_t kAllreduceArgsMaxSize = 4096;
+
+hvd_allreduce_args_t DefaultAllreduceArgs() {
+  hvd_allreduce_args_t d{};
+  d.struct_size = sizeof(d);
+  d.dtype = HVD_FLOAT32;
+  d.op = HVD_SUM;
+  d.prescale_factor = 1.0;
+  d.postscale_factor = 1.0;
+  d.process_set = HVD_GLOBAL_PROCESS_SET;
+  d.device = -1;
+  d.stream = nullptr;
+  return d;
+}
+
+// The caller's struct as this library knows it (see the top of the file).
+Status ReadVersioned(const hvd_allreduce_args_t* given, hvd_allreduce_args_t* out) {
+  const size_t size = given->struct_size;
+  if (size < kAllreduceArgsFirstSize)
+    return Status::InvalidArgument(
+        "args->struct_size is " + std::to_string(size) + ", below the " +
+        std::to_string(kAllreduceArgsFirstSize) +
+        " bytes of the first hvd_allreduce_args_t: initialise args with hvd_allreduce_args_init");
+  // A larger size is a struct that was never initialised, and its bytes past ours
+  // are not there to check.
+  if (size > kAllreduceArgsMaxSize)
+    return Status::InvalidArgument(
+        "args->struct_size is " + std::to_string(size) + ", more than " +
+        std::to_string(kAllreduceArgsMaxSize) +
+        " bytes: initialise args with hvd_allreduce_args_init");
+  *out = DefaultAllreduceArgs();
+  std::memcpy(static_cast<void*>(out), given, std::min(size, sizeof(*out)));
+  const auto* bytes = reinterpret_cast<const unsigned char*>(given);
+  for (size_t i = sizeof(*out); i < size; ++i)
+    if (bytes[i] != 0)
+      return Status::InvalidArgument(
+          "args sets a field at byte " + std::to_string(i) + " that this libhvd does not know (its "
+          "hvd_allreduce_args_t has " + std::to_string(sizeof(*out)) + " bytes, the caller's " +
+          std::to_string(size) + "): use a libhvd as new as the hvd.h the caller was built with");
+  out->struct_size = sizeof(*out);
+  return Status::OK();
+}
+
+// One hvd_allreduce_args_t as a call of one tensor. Checks what must be checked before
+// reading the name and the shape; the runtime checks the rest.
+Status ReadAllreduceArgs(const hvd_allreduce_args_t* given, CollectiveArgs* call) {
+  if (given == nullptr) return Status::InvalidArgument("args is NULL");
+  hvd_allreduce_args_t a;
+  HVD_RETURN_IF_ERROR(ReadVersioned(given, &a));
+  if (a.name == nullptr) return Status::InvalidArgument("tensor name is NULL");
+  if (a.ndim != 0) {
+    if (a.ndim < 0 || a.ndim > kMaxDims)
+      return Status::InvalidArgument(std::string("tensor '") + a.name + "': ndim " +
+                                     std::to_string(a.ndim) + " is not in 0.." +
+                                     std::to_string(kMaxDims));
+    if (a.shape == nullptr)
+      return Status::InvalidArgument(std::string("tensor '") + a.name + "': shape is NULL");
+  }
+  TensorArgs t;
+  t.name = a.name;
+  t.dtype = a.dtype;
+  t.input = a.sendbuf;
+  t.output = a.recvbuf;
+  t.count = a.count;
+  t.shape.assign(a.shape, a.shape + a.ndim);
+  t.stream = a.stream;
+  call->type = OpType::kAllreduce;
+  call->tensors.push_back(std::move(t));
+  call->reduce_op = a.op;
+  call->prescale_factor = a.prescale_factor;
+  call->postscale_factor = a.postscale_factor;
+  call->process_set = a.process_set;
+  call->device = a.device;
+  return Status::OK();
+}
+
+// hvd_allreduce and hvd_allreduce_async: the defaults but for these fields.
+hvd_allreduce_args_t PlainAllreduceArgs(const char* name, const void* sendbuf, void* recvbuf,
+                                        int64_t count, hvd_dtype_t dtype, hvd_reduce_op_t op) {
+  hvd_allreduce_args_t a;
+  hvd_allreduce_args_init(&a);
+  a.name = name;
+  a.sendbuf = sendbuf;
+  a.recvbuf = recvbuf;
+  a.count = count;
+  a.dtype = dtype;
+  a.op = op;
+  return a;
+}
+
+// hvd_grouped_allreduce(_async): one group from parallel arrays. `blocking` calls
+// take no handles.
+Status ReadGroupedAllreduce(int n, const char* const* names, const void* const* sendbufs,
+                            void* const* recvbufs, const int64_t* counts,
+                            const hvd_dtype_t* dtypes, hvd_reduce_op_t op, double pre,
+                            double post, int32_t process_set, hvd_handle_t** handles,
+                            bool blocking, CollectiveArgs* call) {
+  call->type = OpType::kAllreduce;
+  HVD_RETURN_IF_ERROR(ReadGroup(n, names, sendbufs, dtypes, handles, blocking, call));
+  if (!recvbufs || !counts)
+    return Status::InvalidArgument("grouped allreduce: recvbufs and counts must not be NULL");
+  for (int i = 0; i < n; ++i) {
+    call->tensors[i].output = recvbufs[i];
+    call->tensors[i].count = counts[i];
+  }
+  call->reduce_op = op;
+  call->prescale_factor = pre;
+  call->postscale_factor = post;
+  call->process_set = process_set;
+  return Status::OK();
+}
+
+// hvd_grouped_allreduce_ex: one group of all-reduces, each from its own args, which
+// must share their set, op, scale factors and device.
+Status ReadGroupedAllreduceEx(int n, const hvd_allreduce_args_t* const* args,
+                              hvd_handle_t** handles, CollectiveArgs* group) {
+  if (n < 1)
+    return Status::InvalidArgument("a group needs at least one tensor, got " + std::to_string(n));
+  if (args == nullptr || handles == nullptr)
+    return Status::InvalidArgument("grouped all-reduce: args and handles must not be NULL");
+  for (int i = 0; i < n; ++i) handles[i] = nullptr;
+  for (int i = 0; i < n; ++i) {
+    CollectiveArgs one;
+    HVD_RETURN_IF_ERROR(ReadAllreduceArgs(args[i], &one).Prepend("args[" + std::to_string(i) + "]"));
+    if (i == 0) {
+      *group = std::move(one);
+      continue;
+    }
+    if (one.process_set != group->process_set || one.reduce_op != group->reduce_op ||
+        one.prescale_factor != group->prescale_factor ||
+        one.postscale_factor != group->postscale_factor || one.device != group->device)
+      return Status::InvalidArgument(
+          std::string("grouped all-reduce: tensor '") + one.tensors[0].name + "' differs from '" +
+          group->tensors[0].name +
+          "' in its process set, reduce op, scale factors or device; a group's tensors must "
+          "share them");
+    group->tensors.push_back(std::move(one.tensors[0]));
+  }
+  group->grouped = true;
+  return Status::OK();
+}
+
+}  // namespace
+}  // namespace capi
+}  // namespace hvd
+
+using hvd::Status;
+using hvd::capi::CollectiveArgs;
+using hvd::capi::Report;
+
+extern "C" {
+
+void hvd_allreduce_args_init_sized(hvd_allreduce_args_t* args, size_t struct_size) {
+  using hvd::capi::kAllreduceArgsFirstSize;
+  if (args == nullptr || struct_size < kAllreduceArgsFirstSize) return;
+  std::memset(static_cast<void*>(args), 0, struct_size);
+  hvd_allreduce_args_t d = hvd::capi::DefaultAllreduceArgs();
+  d.struct_size = struct_size;
+  std::memcpy(static_cast<void*>(args), &d, std::min(struct_size, sizeof(d)));
+}
+
+hvd_status_t hvd_allreduce_ex(const hvd_allreduce_args_t* args, hvd_handle_t** handle) {
+  HVD_C_GUARD({
+    if (handle != nullptr) *handle = nullptr;
+    CollectiveArgs call;
+    Status s = hvd::capi::ReadAllreduceArgs(args, &call);
+    if (!s.ok()) return Report(s);
+    if (handle == nullptr) return Report(hvd::capi::SubmitAndWait(std::move(call)));
+    return Report(hvd::capi::SubmitAsync(std::move(call), handle));
+  })
+}
+
+hvd_status_t hvd_allreduce(const char* name, const void* sendbuf, void* recvbuf, int64_t count,
+                           hvd_dtype_t dtype, hvd_reduce_op_t op) {
+  const hvd_allreduce_args_t a =
+      hvd::capi::PlainAllreduceArgs(name, sendbuf, recvbuf, count, dtype, op);
+  return hvd_allreduce_ex(&a, nullptr);
+}
+
+hvd_status_t hvd_allreduce_async(const char* name, const void* sendbuf, void* recvbuf,
+                                 int64_t count, hvd_dtype_t dtype, hvd_reduce_op_t op,
+                                 hvd_handle_t** handle) {
+  if (handle == nullptr) return Report(Status::InvalidArgument("handle is NULL"));
+  const hvd_allreduce_args_t a =
+      hvd::capi::PlainAllreduceArgs(name, sendbuf, recvbuf, count, dtype, op);
+  return hvd_allreduce_ex(&a, handle);
+}
+
+hvd_status_t hvd_grouped_allreduce_ex(int n, const hvd_allreduce_args_t* const* args,
+                                      hvd_handle_t** handles) {
+  HVD_C_GUARD({
+    CollectiveArgs call;
+    Status s = hvd::capi::ReadGroupedAllreduceEx(n, args, handles, &call);
+    if (s.ok()) s = hvd::capi::SubmitAsync(std::move(call), handles);
+    return Report(s);
+  })
+}
+
+hvd_status_t hvd_grouped_allreduce(int n, const char* const* names, const void* const* sendbufs,
+                                   void* const* recvbufs, const int64_t* counts,
+                                   const hvd_dtype_t* dtypes, hvd_reduce_op_t op,
+                                   int32_t process_set) {
+  HVD_C_GUARD({
+    if (n < 1 || n > (1 << 20))
+      return Report(
+          Status::InvalidArgument("a group needs 1 to 2^20 tensors, got " + std::to_string(n)));
+    CollectiveArgs call;
+    Status s = hvd::capi::ReadGroupedAllreduce(n, names, sendbufs, recvbufs, counts, dtypes, op,
+                                               1.0, 1.0, process_set, nullptr, true, &call);
+    if (s.ok()) s = hvd::capi::SubmitAndWait(std::move(call));
+    return Report(s);
+  })
+}
+
+hvd_status_t hvd_grouped_allreduce_async(int n, const char* const* names,
+                                         const void* const* sendbufs, void* const* recvbufs,
+                                         const int64_t* counts, const hvd_dtype_t* dtypes,
+                                         hvd_reduce_op_t op, double prescale_factor,
+                                         double postscale_factor, int32_t process_set,
+                                         hvd_handle_t** handles) {
+  HVD_C_GUARD({
+    CollectiveArgs call;
+    Status s = hvd::capi::ReadGroupedAllreduce(n, names, sendbufs, recvbufs, counts, dtypes, op,
+                                               prescale_factor, postscale_factor, process_set,
+                                               handles, false, &call);
+    if (s.ok()) s = hvd::capi::SubmitAsync(std::move(call), handles);
+    return Report(s);
+  })
+}
+
+}  // extern "C"
