@@ -60,6 +60,11 @@ constexpr size_t kReadChunk = 64 * 1024;
 constexpr int kReadsPerWakeup = 16;
 // Bytes a client may send ahead while its previous request is unanswered.
 constexpr size_t kPipelinedBytes = 64 * 1024;
+// Until a connection has presented the secret, the most it may send: one AUTH
+// message (a secret of a few dozen bytes) and its length prefix. A larger length is
+// refused as soon as its prefix arrives, so an unauthenticated client cannot make
+// the server buffer anything.
+constexpr size_t kMaxUnauthenticatedBytes = 4096;
 // The server thread wakes at least this often, whatever its deadlines.
 constexpr int kMaxPollMs = 1000;
 
@@ -175,6 +180,16 @@ class TcpStoreServer::Impl {
         if (!c->dead && c->parked) AnswerIfReady(*c, now);
         if (!c->dead) ProcessInput(*c);
       }
+      // A SET or ADD just handled may complete a GET or WAIT parked on a connection
+      // visited before it: answer those now, not at the next poll (up to a second).
+      while (keys_changed_) {
+        keys_changed_ = false;
+        for (auto& c : conns_) {
+          if (c->dead || !c->parked) continue;
+          AnswerIfReady(*c, now);
+          if (!c->dead && !c->parked) ProcessInput(*c);
+        }
+      }
       conns_.erase(
           std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->dead; }),
           conns_.end());
@@ -238,8 +253,21 @@ class TcpStoreServer::Impl {
   // being received, but only a little while a request is still being answered (an
   // honest client never sends ahead), so parked clients cannot pin much memory.
   size_t InputCap(const Connection& c) const {
+    if (!c.authenticated) return 4 + kMaxUnauthenticatedBytes;
     if (c.parked || c.out_sent < c.out.size()) return kPipelinedBytes;
     return 4 + opts_.max_message_bytes;
+  }
+
+  // The longest message `c` may send now.
+  size_t MessageLimit(const Connection& c) const {
+    return c.authenticated ? opts_.max_message_bytes
+                           : std::min<size_t>(kMaxUnauthenticatedBytes, opts_.max_message_bytes);
+  }
+
+  std::string TooLong(const Connection& c, uint32_t len) const {
+    return std::string(c.authenticated ? "" : "unauthenticated ") + "message length " +
+           std::to_string(len) + " exceeds the limit of " + std::to_string(MessageLimit(c)) +
+           " bytes";
   }
 
   void ReadFrom(Connection& c) {
@@ -252,10 +280,8 @@ class TcpStoreServer::Impl {
         c.in.append(buf, static_cast<size_t>(n));
         // `in` always starts at a message boundary: refuse an oversized length as soon
         // as it arrives, before any of its body is read.
-        if (c.in.size() >= 4 && ReadLength(c.in.data()) > opts_.max_message_bytes)
-          return Close(c, "message length " + std::to_string(ReadLength(c.in.data())) +
-                              " exceeds the limit of " + std::to_string(opts_.max_message_bytes) +
-                              " bytes");
+        if (c.in.size() >= 4 && ReadLength(c.in.data()) > MessageLimit(c))
+          return Close(c, TooLong(c, ReadLength(c.in.data())));
         continue;
       }
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
@@ -272,9 +298,7 @@ class TcpStoreServer::Impl {
   void ProcessInput(Connection& c) {
     while (!c.dead && !c.parked && c.out_sent == c.out.size() && c.in.size() >= 4) {
       const uint32_t len = ReadLength(c.in.data());
-      if (len > opts_.max_message_bytes)
-        return Close(c, "message length " + std::to_string(len) + " exceeds the limit of " +
-                            std::to_string(opts_.max_message_bytes) + " bytes");
+      if (len > MessageLimit(c)) return Close(c, TooLong(c, len));
       if (c.in.size() < 4 + static_cast<size_t>(len)) break;
       StoreRequest req;
       if (!req.ParseFromArray(c.in.data() + 4, static_cast<int>(len)))
@@ -314,6 +338,7 @@ class TcpStoreServer::Impl {
         break;
       case StoreRequest::SET:
         space_->Set(req.key(), req.value());
+        keys_changed_ = true;
         break;
       case StoreRequest::GET:
       case StoreRequest::WAIT:
@@ -326,6 +351,7 @@ class TcpStoreServer::Impl {
         int64_t result = 0;
         SetReplyStatus(space_->Add(req.key(), req.delta(), &result), &resp);
         resp.set_number(result);
+        keys_changed_ = true;
         break;
       }
       case StoreRequest::DELETE:
@@ -417,6 +443,7 @@ class TcpStoreServer::Impl {
   std::shared_ptr<KeySpace> space_;
   std::shared_ptr<Waker> waker_;
   std::vector<std::unique_ptr<Connection>> conns_;  // Server thread only.
+  bool keys_changed_ = false;                         // Server thread only.
   std::atomic<bool> stopping_{false};
   std::mutex stop_mu_;
   bool stopped_ = false;  // Guarded by stop_mu_.

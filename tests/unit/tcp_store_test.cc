@@ -15,6 +15,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -397,6 +398,67 @@ TEST_F(TcpStoreTest, LocalSetWakesAParkedRemoteGet) {
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(v, "1");
   EXPECT_LT(Clock::now() - start, milliseconds(2000));
+}
+
+// A WAIT (or GET) parked on one connection is answered as soon as another
+// connection's SET or ADD arrives, not at the server's next poll round (up to 1 s):
+// hvd_init's rendezvous is a chain of these.
+TEST_F(TcpStoreTest, RemoteSetWakesAParkedRemoteWaitAtOnce) {
+  auto waiter = Connect();
+  auto setter = Connect();
+  for (int round = 0; round < 5; ++round) {
+    const std::string key = "wake/" + std::to_string(round);
+    std::thread t([&] {
+      std::this_thread::sleep_for(milliseconds(50));
+      if (round % 2 == 0) {
+        EXPECT_TRUE(setter->Set(key, "1").ok());
+      } else {
+        int64_t v = 0;
+        EXPECT_TRUE(setter->Add(key, 1, &v).ok());
+      }
+    });
+    const auto start = Clock::now();
+    const Status s = waiter->Wait({key}, milliseconds(5000));
+    const auto waited_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
+    t.join();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_LT(waited_ms, 50 + 100) << "round " << round << ": answered " << waited_ms
+                                   << " ms after the wait began, the SET 50 ms after";
+  }
+}
+
+// Before it has presented the secret, a connection may send only a small message:
+// a large length prefix is refused when it arrives, so clients that never
+// authenticate cannot make the server buffer their bodies (six of them once took
+// the launcher from 6 MB to 408 MB).
+TEST_F(TcpStoreTest, UnauthenticatedClientsCannotMakeTheServerBuffer) {
+  auto rss_kb = [] {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+      if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+    return 0L;
+  };
+  const long before = rss_kb();
+  std::vector<int> fds;
+  const std::string chunk(1 << 20, 'x');
+  for (int i = 0; i < 6; ++i) {
+    const int fd = RawConnect();
+    SendBytes(fd, Length(64u << 20));  // 64 MiB, within max_message_bytes
+    // Push body bytes until the server closes or the socket stops taking them.
+    for (int mb = 0; mb < 16; ++mb)
+      if (::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) break;
+    fds.push_back(fd);
+  }
+  for (int fd : fds) {
+    EXPECT_TRUE(ClosedByServer(fd));
+    ::close(fd);
+  }
+  EXPECT_TRUE(log_.WaitFor("unauthenticated message length 67108864 exceeds the limit of 4096"))
+      << log_.All();
+  EXPECT_LT(rss_kb() - before, 16 * 1024) << "the server buffered unauthenticated bytes";
+  // An honest client's AUTH is well within the limit.
+  ExpectServesGoodClient();
 }
 
 TEST_F(TcpStoreTest, LostConnectionIsARemoteError) {
