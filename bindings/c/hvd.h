@@ -27,7 +27,8 @@
  *     HVD_REMOTE_ERROR or HVD_TIMEOUT naming the rank; hvd_check_health() reports
  *     that sticky failure. No call blocks longer than HVD_TIMEOUT (default 30 s)
  *     waiting for a peer, except a collective waiting for other ranks to submit
- *     the same tensor: see HVD_STALL_CHECK_TIME and HVD_STALL_SHUTDOWN_TIME.
+ *     the same tensor, which fails with HVD_TIMEOUT naming the ranks that never
+ *     did after HVD_STALL_SHUTDOWN_TIME (default 30 minutes; 0: wait for ever).
  *   Device tensors: collectives whose `device` is a CUDA device id (>= 0; -1 is
  *     host memory) take device buffers (device or managed memory on that device)
  *     and the caller's cudaStream_t as `stream` (NULL: the legacy default

@@ -43,6 +43,21 @@ Status ParseInt(const RuntimeOptions::GetEnv& env, std::initializer_list<const c
   return Status::OK();
 }
 
+// An integer in [min, max].
+Status ParseIntIn(const RuntimeOptions::GetEnv& env, std::initializer_list<const char*> names,
+                  int64_t min, int64_t max, int64_t* out) {
+  int64_t v = *out;
+  HVD_RETURN_IF_ERROR(ParseInt(env, names, min, &v));
+  if (v > max) {
+    const char* which = nullptr;
+    const char* text = Lookup(env, names, &which);
+    return Bad(which, text,
+               ("an integer in " + std::to_string(min) + ".." + std::to_string(max)).c_str());
+  }
+  *out = v;
+  return Status::OK();
+}
+
 Status ParseInt32(const RuntimeOptions::GetEnv& env, std::initializer_list<const char*> names,
                   int64_t min, int* out) {
   int64_t v = *out;
@@ -116,21 +131,28 @@ Status ParseProcessSets(const RuntimeOptions::GetEnv& env, std::vector<std::vect
   if (v == nullptr || *v == '\0') return Status::OK();
   std::vector<std::vector<int>> sets(1);
   std::string num;
+  bool num_ended = false;  // a space came after the digits: only a separator may follow
   auto flush = [&]() -> bool {
     if (num.empty()) return false;
     sets.back().push_back(std::stoi(num));
     num.clear();
+    num_ended = false;
     return true;
   };
+  // Spaces may stand around the separators, never inside a number: "0 1" is an error,
+  // not rank 1 (nor 01).
   for (const char* p = v;; ++p) {
     if (*p >= '0' && *p <= '9') {
+      if (num_ended) return Bad(which, v, "a list like \"0,1;2,3\" (ranks separated by commas)");
       num += *p;
       if (num.size() > 6) return Bad(which, v, "a list like \"0,1;2,3\"");
     } else if (*p == ',' || *p == ';' || *p == '\0') {
       if (!flush()) return Bad(which, v, "a list like \"0,1;2,3\"");
       if (*p == ';') sets.emplace_back();
       if (*p == '\0') break;
-    } else if (*p != ' ') {
+    } else if (*p == ' ') {
+      num_ended = !num.empty();
+    } else {
       return Bad(which, v, "a list like \"0,1;2,3\"");
     }
   }
@@ -180,8 +202,8 @@ Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
   if (found) o.cycle_time = std::chrono::microseconds(std::llround(cycle_ms * 1000));
   HVD_RETURN_IF_ERROR(
       ParseInt(env, {"HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD"}, 0, &o.fusion_threshold));
-  HVD_RETURN_IF_ERROR(
-      ParseInt(env, {"HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY"}, 0, &o.cache_capacity));
+  HVD_RETURN_IF_ERROR(ParseIntIn(env, {"HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY"}, 0,
+                                 RuntimeOptions::kMaxCacheCapacity, &o.cache_capacity));
 
   HVD_RETURN_IF_ERROR(ParseChoice(env, {"HVD_GPU_OPERATIONS", "HOROVOD_GPU_OPERATIONS"},
                                   {"nccl", "gloo"}, &o.gpu_operations));

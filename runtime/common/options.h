@@ -39,7 +39,11 @@ struct RuntimeOptions {
   // --- Coordination and fusion.
   std::chrono::microseconds cycle_time{1000};  // HVD_CYCLE_TIME (ms, fractional allowed), HOROVOD_CYCLE_TIME
   int64_t fusion_threshold = 128 << 20;        // HVD_FUSION_THRESHOLD (bytes; 0 disables), HOROVOD_FUSION_THRESHOLD
-  int64_t cache_capacity = 1024;               // HVD_CACHE_CAPACITY (0 disables), HOROVOD_CACHE_CAPACITY
+  // HVD_CACHE_CAPACITY (0 disables), HOROVOD_CACHE_CAPACITY: entries, at most
+  // kMaxCacheCapacity (each holds a request and a response, a few hundred bytes,
+  // allocated up front).
+  int64_t cache_capacity = 1024;
+  static constexpr int64_t kMaxCacheCapacity = 1 << 16;
   bool autotune = false;                       // HVD_AUTOTUNE=1, HOROVOD_AUTOTUNE: tune the two above online
   std::string autotune_log;                    // HVD_AUTOTUNE_LOG (CSV), HOROVOD_AUTOTUNE_LOG
   std::chrono::milliseconds autotune_window{1000};  // HVD_AUTOTUNE_WINDOW (s): one score's window
@@ -66,7 +70,11 @@ struct RuntimeOptions {
   // --- Bounds on waiting.
   std::chrono::milliseconds timeout{30000};     // HVD_TIMEOUT (s): a collective, a cycle or rendezvous
   std::chrono::milliseconds stall_check{60000}; // HVD_STALL_CHECK_TIME (s), HOROVOD_STALL_CHECK_TIME_SECONDS
-  std::chrono::milliseconds stall_shutdown{0};  // HVD_STALL_SHUTDOWN_TIME (s; 0 = only warn), HOROVOD_STALL_SHUTDOWN_TIME_SECONDS
+  // HVD_STALL_SHUTDOWN_TIME (s), HOROVOD_STALL_SHUTDOWN_TIME_SECONDS: a tensor some
+  // ranks submitted and others did not for this long fails everywhere, naming the
+  // ranks that did not; 30 minutes by default, as torch.distributed's timeout, so no
+  // wait is unbounded. 0: only warn (wait for ever).
+  std::chrono::milliseconds stall_shutdown{1800000};
 
   // --- Process sets created at init, in order (ids 1, 2, ...):
   // HVD_PROCESS_SETS="0,1;2,3" (global ranks, comma-separated; sets separated by ';').

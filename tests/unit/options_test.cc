@@ -87,7 +87,9 @@ TEST(RuntimeOptionsTest, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(o.cache_capacity, 1024);
   EXPECT_EQ(o.timeout, milliseconds(30000));
   EXPECT_EQ(o.stall_check, milliseconds(60000));
-  EXPECT_EQ(o.stall_shutdown, milliseconds(0));
+  // Every wait is bounded by default: a stall fails after 30 minutes, as
+  // torch.distributed's default timeout.
+  EXPECT_EQ(o.stall_shutdown, milliseconds(1800000));
   EXPECT_EQ(o.timeline_path, "");
   EXPECT_FALSE(o.log_cycles);
   // The injected function is what is consulted, for every documented variable.
@@ -331,6 +333,27 @@ TEST(RuntimeOptionsTest, HugeFiniteDurationsAreRefusedNamingTheValue) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << var << ": stall_check=" << o.stall_check.count()
                                                   << " stall_shutdown=" << o.stall_shutdown.count();
     EXPECT_THAT(s.message(), AllOf(HasSubstr(var), HasSubstr("'1e300'")));
+  }
+}
+
+TEST(RuntimeOptionsTest, CacheCapacityHasACeilingNamedInTheError) {
+  EXPECT_EQ(ParseOk({{"HVD_CACHE_CAPACITY", "65536"}}).cache_capacity, 65536);
+  RuntimeOptions o;
+  Status s = Parse({{"HVD_CACHE_CAPACITY", "4294967296"}}, &o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("HVD_CACHE_CAPACITY='4294967296' is not an integer in 0..65536"));
+  EXPECT_EQ(Parse({{"HOROVOD_CACHE_CAPACITY", "65537"}}, &o).code(), StatusCode::kInvalidArgument);
+}
+
+// "0 1" must not read as rank 1 (the space used to be skipped inside a number).
+TEST(RuntimeOptionsTest, ProcessSetsRefuseSpacesInsideARankList) {
+  EXPECT_EQ(ParseOk({{"HVD_SIZE", "4"}, {"HVD_PROCESS_SETS", " 0 , 1 ; 2,3 "}}).process_sets,
+            (std::vector<std::vector<int>>{{0, 1}, {2, 3}}));
+  for (const char* bad : {"0 1", "0,1 2", "1 0;2"}) {
+    RuntimeOptions o;
+    Status s = Parse({{"HVD_SIZE", "4"}, {"HVD_PROCESS_SETS", bad}}, &o);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr(std::string("HVD_PROCESS_SETS='") + bad + "'"));
   }
 }
 
