@@ -99,6 +99,9 @@ typedef enum {
  * division truncates toward zero. Scale factors follow Horovod's rule: integers
  * are scaled in double and truncated toward zero, float32 in float32, float64 in
  * float64, float16 and bfloat16 in float32, rounded back to nearest-even.
+ * HVD_MIN and HVD_MAX on floats are IEEE 754 minNum/maxNum (fmin/fmax, as NCCL's):
+ * a NaN loses to a number, so an element is NaN only where every rank's is, on
+ * every backend and whichever rank holds it.
  * HVD_ADASUM is Horovod's adaptive summation, for all-reduce only: pairs of
  * gradients a, b combine as (1 - a.b/(2|a|^2)) a + (1 - a.b/(2|b|^2)) b, per
  * tensor, up a binary tree over the set's ranks in rank order (any number of

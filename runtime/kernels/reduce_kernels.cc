@@ -130,8 +130,12 @@ template <typename C> C Mul(C a, C b) {
 
 struct SumOp { template <typename C> static C Apply(C a, C b) { return Add(a, b); } };
 struct ProdOp { template <typename C> static C Apply(C a, C b) { return Mul(a, b); } };
-struct MinOp { template <typename C> static C Apply(C a, C b) { return b < a ? b : a; } };
-struct MaxOp { template <typename C> static C Apply(C a, C b) { return a < b ? b : a; } };
+// IEEE 754 minNum/maxNum (C's fmin/fmax, and NCCL's min and max): a NaN loses to
+// a number, so the result is NaN only where every operand is, whatever their order
+// (a != a is false for integers, and the compiler drops it). Branch-free, so loops
+// vectorise.
+struct MinOp { template <typename C> static C Apply(C a, C b) { return (b < a || a != a) ? b : a; } };
+struct MaxOp { template <typename C> static C Apply(C a, C b) { return (a < b || a != a) ? b : a; } };
 
 // Branch-free forms of the conversions above, bit-identical to them (every 16-bit
 // pattern and every float was compared; tests/unit/reduce_kernels_vector_test.cc
@@ -370,13 +374,16 @@ void FillIdentity(DataType dtype, ReduceOp op, void* buf, size_t n) {
       case ReduceOp::kAverage:
       case ReduceOp::kAdasum: v = C(0); break;
       case ReduceOp::kProduct: v = C(1); break;
+      // Floats: NaN, which MinOp and MaxOp pass over like nothing (a joined rank
+      // must not turn the others' all-NaN position into a number); integers: the
+      // type's extreme.
       case ReduceOp::kMin:
-        v = std::numeric_limits<C>::has_infinity ? std::numeric_limits<C>::infinity()
-                                                 : std::numeric_limits<C>::max();
+        v = std::numeric_limits<C>::has_quiet_NaN ? std::numeric_limits<C>::quiet_NaN()
+                                                  : std::numeric_limits<C>::max();
         break;
       case ReduceOp::kMax:
-        v = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
-                                                 : std::numeric_limits<C>::lowest();
+        v = std::numeric_limits<C>::has_quiet_NaN ? std::numeric_limits<C>::quiet_NaN()
+                                                  : std::numeric_limits<C>::lowest();
         break;
     }
     T* d = static_cast<T*>(buf);

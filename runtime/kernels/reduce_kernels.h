@@ -31,9 +31,13 @@ void ScaledCopy(DataType dtype, void* dst, const void* src, size_t n, double fac
 // C and PyTorch's `torch.div(rounding_mode='trunc')`.
 void DivideBuffer(DataType dtype, void* buf, size_t n, int64_t divisor);
 
-// Fills n elements with the identity of `op` (0 for sum/average/adasum, 1 for product;
-// for min +inf on floats and the type's max on integers, for max -inf or the
-// type's lowest): what a joined rank contributes.
+// MIN and MAX on floats are IEEE 754's minNum and maxNum (C's fmin and fmax, and
+// NCCL's): a NaN loses to a number, and a result is NaN only where every rank's
+// element is NaN, the same whatever the order of the ranks, on every backend.
+//
+// Fills n elements with the identity of `op` (0 for sum/average/adasum, 1 for
+// product; for min and max NaN on floats, which they pass over, and the type's max
+// or lowest on integers): what a joined rank contributes.
 void FillIdentity(DataType dtype, ReduceOp op, void* buf, size_t n);
 
 uint16_t FloatToHalf(float f);

@@ -226,6 +226,45 @@ INSTANTIATE_TEST_SUITE_P(Hosts, HierarchicalSweep,
                                   std::to_string(info.param.second);
                          });
 
+// NaN under MIN and MAX: the same answer on every backend and whichever rank holds
+// it (fmin/fmax: a NaN loses to a number; all-NaN stays NaN), joined ranks included.
+TEST(NaN, MinAndMaxPassOverNaNOnEveryRankAndBackend) {
+  for (int size : {2, 3, 5}) {
+    // Position i: rank (i % (size + 2)) holds NaN; i % (size + 2) == size: nobody
+    // does; == size + 1: every rank does.
+    const int64_t n = 4 * (size + 2);
+    auto value = [&](int rank, int64_t i) {
+      const int64_t who = i % (size + 2);
+      if (who == size + 1 || who == rank) return std::nan("");
+      return static_cast<double>((rank * 7 + i * 3) % 11) - 5.0;
+    };
+    RunRanks(size, [&](int rank, Runtime& rt) {
+      for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+                         DataType::kBFloat16}) {
+        for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax}) {
+          std::vector<double> mine(n);
+          for (int64_t i = 0; i < n; ++i) mine[i] = value(rank, i);
+          auto buf = Encode(mine, t);
+          const std::string name = std::string("nan.") + DataTypeName(t) + "." + ReduceOpName(op);
+          Status s = AllreduceSync(rt, name, buf.data(), buf.data(), n, t, op);
+          ASSERT_TRUE(s.ok()) << s.ToString();
+          const auto got = Decode(buf, t);
+          for (int64_t i = 0; i < n; ++i) {
+            double want = std::nan("");
+            for (int r = 0; r < size; ++r)
+              want = op == ReduceOp::kMin ? std::fmin(want, value(r, i)) : std::fmax(want, value(r, i));
+            if (std::isnan(want)) {
+              EXPECT_TRUE(std::isnan(got[i])) << name << " rank " << rank << " at " << i;
+            } else {
+              EXPECT_EQ(got[i], want) << name << " rank " << rank << " at " << i;
+            }
+          }
+        }
+      }
+    });
+  }
+}
+
 TEST(HostPlane, ChosenFromWhereRanksAre) {
   const bool gloo = std::string(ExpectedFlatPath()) == "gloo";
   RunRanks(4, [&](int, Runtime& rt) { EXPECT_STREQ(rt.HostBackendName(0), ExpectedFlatPath()); });

@@ -676,10 +676,11 @@ TEST(FillIdentityTest, FloatValues) {
   EXPECT_FALSE(std::signbit(f[0]));
   FillIdentity(DataType::kFloat32, ReduceOp::kProduct, f, 2);
   EXPECT_EQ(f[1], 1.0f);
+  // MIN and MAX pass over NaN (fmin/fmax), so NaN is their identity on floats.
   FillIdentity(DataType::kFloat32, ReduceOp::kMin, f, 2);
-  EXPECT_GE(f[0], std::numeric_limits<float>::max());
+  EXPECT_TRUE(std::isnan(f[0]));
   FillIdentity(DataType::kFloat32, ReduceOp::kMax, f, 2);
-  EXPECT_LE(f[0], std::numeric_limits<float>::lowest());
+  EXPECT_TRUE(std::isnan(f[0]));
   uint16_t h[2];
   FillIdentity(DataType::kFloat16, ReduceOp::kProduct, h, 2);
   EXPECT_EQ(h[1], 0x3c00);
@@ -688,9 +689,39 @@ TEST(FillIdentityTest, FloatValues) {
   FillIdentity(DataType::kBFloat16, ReduceOp::kProduct, h, 2);
   EXPECT_EQ(h[1], 0x3f80);
   FillIdentity(DataType::kFloat16, ReduceOp::kMin, h, 2);
-  EXPECT_GE(HalfToFloat(h[0]), 65504.0f);
+  EXPECT_TRUE(std::isnan(HalfToFloat(h[0])));
   FillIdentity(DataType::kBFloat16, ReduceOp::kMax, h, 2);
-  EXPECT_LE(BFloat16ToFloat(h[0]), -std::numeric_limits<float>::max() * 0.99f);
+  EXPECT_TRUE(std::isnan(BFloat16ToFloat(h[0])));
+}
+
+// MIN and MAX are IEEE minNum/maxNum on every float type: a NaN loses to a number
+// in either operand, so the result does not depend on which rank held the NaN;
+// only NaN against NaN is NaN.
+TEST(ReduceFnNaNTest, MinAndMaxPassOverNaNWhateverTheOrder) {
+  const double nan = std::nan("");
+  const std::vector<double> x = {nan, 1.0, nan, -2.0, nan, 5.0, 7.0};
+  const std::vector<double> y = {3.0, nan, nan, nan, -1.0, 4.0, nan};
+  for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+                     DataType::kBFloat16}) {
+    const auto a = Encode(t, x), b = Encode(t, y);
+    std::vector<uint8_t> ab(a.size()), ba(a.size());
+    for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax}) {
+      GetReduceFn(t, op)(ab.data(), a.data(), b.data(), x.size());
+      GetReduceFn(t, op)(ba.data(), b.data(), a.data(), x.size());
+      const auto got = Decode(t, ab), swapped = Decode(t, ba);
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double want = op == ReduceOp::kMin ? std::fmin(x[i], y[i]) : std::fmax(x[i], y[i]);
+        const std::string at = std::string(DataTypeName(t)) + " " + ReduceOpName(op) + " at " +
+                               std::to_string(i);
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(got[i]) && std::isnan(swapped[i])) << at;
+        } else {
+          EXPECT_EQ(got[i], want) << at;
+          EXPECT_EQ(swapped[i], want) << at;
+        }
+      }
+    }
+  }
 }
 
 // The defining property: a joined rank's contribution changes nothing, op(identity, x)

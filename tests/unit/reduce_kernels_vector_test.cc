@@ -23,8 +23,9 @@ float ScalarOp(ReduceOp op, float a, float b) {
     case ReduceOp::kSum:
     case ReduceOp::kAverage: return a + b;
     case ReduceOp::kProduct: return a * b;
-    case ReduceOp::kMin: return b < a ? b : a;
-    case ReduceOp::kMax: return a < b ? b : a;
+    // fmin/fmax: a NaN loses to a number.
+    case ReduceOp::kMin: return std::isnan(a) ? b : std::isnan(b) ? a : (b < a ? b : a);
+    case ReduceOp::kMax: return std::isnan(a) ? b : std::isnan(b) ? a : (a < b ? b : a);
     case ReduceOp::kAdasum: break;  // Not element-wise: adasum_test.cc.
   }
   return 0;
@@ -104,8 +105,12 @@ void ExpectMatchesScalar(DataType t) {
         } else {
           switch (op) {
             case ReduceOp::kProduct: want = a[i] * b[i]; break;
-            case ReduceOp::kMin: want = b[i] < a[i] ? b[i] : a[i]; break;
-            case ReduceOp::kMax: want = a[i] < b[i] ? b[i] : a[i]; break;
+            case ReduceOp::kMin:
+              want = std::isnan(a[i]) ? b[i] : std::isnan(b[i]) ? a[i] : (b[i] < a[i] ? b[i] : a[i]);
+              break;
+            case ReduceOp::kMax:
+              want = std::isnan(a[i]) ? b[i] : std::isnan(b[i]) ? a[i] : (a[i] < b[i] ? b[i] : a[i]);
+              break;
             default: want = a[i] + b[i]; break;
           }
         }
