@@ -227,9 +227,12 @@ hvd_status_t hvd_grouped_allreduce(int n, const char* const* names, const void* 
                                    const hvd_dtype_t* dtypes, hvd_reduce_op_t op,
                                    int32_t process_set) {
   HVD_C_GUARD({
-    if (n < 1 || n > (1 << 20))
+    if (n < 1)
       return Report(
-          Status::InvalidArgument("a group needs 1 to 2^20 tensors, got " + std::to_string(n)));
+          Status::InvalidArgument("a group needs at least one tensor, got " + std::to_string(n)));
+    if (n > (1 << 20))
+      return Report(
+          Status::InvalidArgument("a group has at most 2^20 tensors, got " + std::to_string(n)));
     CollectiveArgs call;
     Status s = hvd::capi::ReadGroupedAllreduce(n, names, sendbufs, recvbufs, counts, dtypes, op,
                                                1.0, 1.0, process_set, nullptr, true, &call);

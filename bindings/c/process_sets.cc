@@ -74,6 +74,8 @@ hvd_status_t hvd_process_set_size(int32_t id, int* size) {
 hvd_status_t hvd_process_set_ranks(int32_t id, int* ranks, int capacity, int* n) {
   HVD_C_GUARD({
     if (n == nullptr) return Report(Status::InvalidArgument("n is NULL"));
+    if (capacity < 0)
+      return Report(Status::InvalidArgument("capacity " + std::to_string(capacity) + " is negative"));
     if (ranks == nullptr && capacity > 0) return Report(Status::InvalidArgument("ranks is NULL"));
     std::vector<int> all;
     Status s = ProcessSetInfo(id, nullptr, &all);

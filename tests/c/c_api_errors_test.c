@@ -492,7 +492,12 @@ static void grouped(void) {
         HVD_INVALID_USAGE, "tensor 'g.same'");
   EXPECT(handles[0] == NULL && handles[1] == NULL);
   CHECK(hvd_grouped_allreduce(1 << 21, names, sends, recvs, counts, dtypes, HVD_SUM, 0),
-        HVD_INVALID_ARGUMENT, "a group needs 1 to 2^20 tensors");
+        HVD_INVALID_ARGUMENT, "a group has at most 2^20 tensors, got 2097152");
+  /* The blocking form says what the async one says (and docs/c_api_errors.md). */
+  CHECK(hvd_grouped_allreduce(0, names, sends, recvs, counts, dtypes, HVD_SUM, 0),
+        HVD_INVALID_ARGUMENT, "a group needs at least one tensor, got 0");
+  CHECK(hvd_grouped_allreduce(-2, names, sends, recvs, counts, dtypes, HVD_SUM, 0),
+        HVD_INVALID_ARGUMENT, "a group needs at least one tensor, got -2");
   CHECK(hvd_grouped_allreduce(2, names, sends, recvs, counts, dtypes, HVD_SUM, 0), HVD_SUCCESS, "");
 
   CHECK(hvd_grouped_allgather_async(2, names, sends, NULL, ndims, dtypes, 0, handles), HVD_INVALID_ARGUMENT,
@@ -526,6 +531,7 @@ static void process_sets(void) {
   CHECK(hvd_process_set_ranks(0, ranks, 4, NULL), HVD_INVALID_ARGUMENT, "n is NULL");
   CHECK(hvd_process_set_ranks(0, NULL, 4, &n), HVD_INVALID_ARGUMENT, "ranks is NULL");
   CHECK(hvd_process_set_ranks(0, NULL, 0, &n), HVD_SUCCESS, ""); /* sizing call */
+  CHECK(hvd_process_set_ranks(0, ranks, -1, &n), HVD_INVALID_ARGUMENT, "capacity -1 is negative");
   EXPECT(n == 1);
   CHECK(hvd_process_set_rank(42, &v), HVD_INVALID_ARGUMENT, "unknown process set 42");
 
