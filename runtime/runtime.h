@@ -1,7 +1,6 @@
-// Runtime: one rank's dprun instance. It owns the background thread, the tensor
-// queue, the controller, the backend, the fusion buffer and (later) the timeline.
-// There are no globals: tests run several Runtimes in one process, each with its
-// own store view; the C API keeps one default instance.
+// Runtime: one rank's dprun instance. There are no globals: tests run several
+// Runtimes in one process, each with its own store view; the C API keeps one
+// default instance.
 //
 // Life cycle: Create connects to the other ranks (bounded by options.timeout) and
 // starts the background loop. Enqueue hands collectives to the loop and returns at
@@ -13,38 +12,42 @@
 // LoopStatus() returns it, every queued Work completes with it, and later Enqueue
 // calls return it.
 // Thread-safe: any thread may enqueue.
+//
+// The Runtime owns the background thread and runs the loop (Loop, RunCycle,
+// ExecuteResponse); it wires together the parts that do the rest, each in its own
+// file under runtime/:
+//   CommunicatorFactory (communicator.h)  builds each process set's backend,
+//                                         controller and executor, and rank 0's
+//                                         straggler and timeline hooks;
+//   ProcessSets (process_sets.h)          the live sets and their communicators;
+//   FailureDiagnosis (failure_diagnosis.h)  heartbeat, and the cause of a failure
+//                                         that every rank agrees on;
+//   LoopPacer (loop_pacer.h)              when the next cycle starts;
+//   ActiveTimeline (active_timeline.h)    the timeline being written, if any.
 #ifndef HVD_RUNTIME_RUNTIME_H_
 #define HVD_RUNTIME_RUNTIME_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
-#include <set>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "controller/controller.h"
 #include "controller/store/store.h"
 #include "controller/straggler.h"
-#include "runtime/common/backend.h"
-#include "runtime/data/executor.h"
-#include "runtime/transport/host_plane.h"
+#include "runtime/active_timeline.h"
 #include "runtime/common/options.h"
-#include "runtime/timeline.h"
+#include "runtime/communicator.h"
 #include "runtime/data/tensor_queue.h"
-#include "runtime/wire.h"
 #include "runtime/data/work.h"
-
-namespace gloo {
-class Context;
-namespace transport {
-class Device;
-}
-}  // namespace gloo
+#include "runtime/failure_diagnosis.h"
+#include "runtime/loop_pacer.h"
+#include "runtime/process_sets.h"
 
 namespace hvd {
 
@@ -149,32 +152,9 @@ class Runtime {
   const StragglerTracker* straggler() const { return straggler_.get(); }
 
  private:
-  struct Communicator {
-    int id = 0;
-    std::vector<int> ranks;  // global ranks, in set order
-    int rank = 0;            // this rank within the set
-    int size = 1;
-    std::atomic<int64_t> barrier_count{0};
-    std::unique_ptr<Backend> backend;
-    const char* host_backend = "";  // backend->Name(), readable from any thread
-    std::unique_ptr<Controller> controller;
-    std::unique_ptr<Executor> executor;
-    TensorQueue queue;
-    // The loop's requests and responses of a cycle, kept so that the next cycles
-    // reuse their allocations (background thread).
-    proto::RequestList cycle_requests;
-    proto::ResponseList cycle_responses;
-    Response response;  // the one being executed, converted from the wire
-    // A response's entries, and pointers to them, kept for their capacity.
-    TensorQueue::Taken taken;
-    std::vector<TensorEntry*> taken_entries;
-    // Coordinator with a timeline: when each tensor became ready (background thread).
-    std::unordered_map<std::string, Clock::time_point> ready_at;
-    Clock::time_point phase_begin;
-  };
-
-  explicit Runtime(const RuntimeOptions& options);
-  Status Start(std::shared_ptr<Store> store);
+  Runtime(const RuntimeOptions& options, std::shared_ptr<Store> store,
+          std::shared_ptr<Store> launcher_store);
+  Status Start();
   void Loop();
   // One cycle on `comm`. Returns false when the loop must end.
   // Sets *hurry when this rank sent requests this cycle and some of what it has
@@ -185,19 +165,12 @@ class Runtime {
   Status ExecuteResponse(Communicator* comm, const proto::Response& wire);
   void Abort(const Status& status);
   // Ends the job after an infrastructure failure (a lost or frozen peer, a broken
-  // backend): records the first failure in the store so every rank reports the
-  // same cause, closes every connection so peers blocked on this rank fail at once
-  // instead of after HVD_TIMEOUT, and aborts with the first failure.
+  // backend): agrees on the first failure with the other ranks (FailureDiagnosis),
+  // closes every connection so peers blocked on this rank fail at once instead of
+  // after HVD_TIMEOUT, and aborts with the first failure.
   void Fail(const Status& status);
-  // Names the cause of a failure this rank saw: the launcher's record of a dead
-  // rank, else the ranks whose heartbeat stopped, else this rank's own view.
-  Status Diagnose(const Status& status);
-  // The first diagnosis recorded in the store wins; returns the one to report.
-  Status AgreeOnFirstFailure(const Status& mine);
-  // Builds a communicator over `ranks` (this rank must be a member); blocking.
-  Status Connect(int id, const std::vector<int>& ranks, std::shared_ptr<Communicator>* out);
-  // Looks up a communicator this rank belongs to, or says why not.
-  Status Find(int process_set, std::shared_ptr<Communicator>* out) const;
+  // Wakes the loop from its wait for the next cycle (see LoopPacer).
+  void WakeLoop();
   // Enqueue's work for `n` entries; `works` receives n Works (untouched on
   // failure).
   Status EnqueueEntries(TensorEntry* entries, size_t n, int process_set,
@@ -207,43 +180,26 @@ class Runtime {
                       std::function<Status()> action);
 
   const RuntimeOptions options_;
-  std::shared_ptr<Store> store_;
-  std::shared_ptr<Store> launcher_store_;
-  // Rank 0 while a timeline is written (HVD_TIMELINE, StartTimeline), else null.
-  // Swapped by StartTimeline/StopTimeline on any thread, so read and written only
-  // through std::atomic_load/atomic_store; the background thread holds a copy for
-  // the event it records.
-  std::shared_ptr<Timeline> timeline_;
-  std::mutex timeline_mu_;  // serialises StartTimeline/StopTimeline
-  std::atomic<bool> mark_cycles_{false};
-  std::shared_ptr<Timeline> CurrentTimeline() const { return std::atomic_load(&timeline_); }
-  std::unique_ptr<StragglerTracker> straggler_;    // rank 0 only
+  const std::shared_ptr<Store> store_;  // the job's, shared with factory_ and diagnosis_
+  const std::shared_ptr<Store> launcher_store_;
+  // Rank 0's timeline, when one is written (HVD_TIMELINE, StartTimeline). It and
+  // straggler_ are declared before the communicators, whose hooks record into
+  // them, so that they outlive those.
+  ActiveTimeline timeline_;
+  std::unique_ptr<StragglerTracker> straggler_;  // rank 0 only
   std::mutex report_mu_;
   bool report_left_ = false;
-  std::shared_ptr<gloo::transport::Device> device_;
-  std::vector<HostInfo> hosts_;  // per global rank; empty when every set uses Gloo
-  // Guards comms_, process_sets_ and next_process_set_. The background thread is the
-  // only one that adds or removes communicators, at a point in the global response
-  // order that every rank shares; it iterates over a snapshot.
-  mutable std::mutex comms_mu_;
-  std::vector<std::shared_ptr<Communicator>> comms_;  // comms_[0] is the global set
-  // comms_[0], which lives as long as the runtime: enqueues on the global set
-  // reach it without comms_mu_.
-  Communicator* global_ = nullptr;
-  std::map<int, std::vector<int>> process_sets_;      // every live set, member or not
-  std::set<int> removed_process_sets_;
-  int next_process_set_ = 1;
-
-  // Bumps this rank's heartbeat counter in the store twice a second, so that after
-  // a timeout the others can tell which rank stopped (frozen or stuck).
-  void Heartbeat();
-  // Ranks whose heartbeat did not move within ~1.5 s.
-  std::vector<int> SilentRanks();
+  std::unique_ptr<CommunicatorFactory> factory_;  // made by Start
+  // The live process sets, with their communicators; Start adds the global set
+  // before the loop starts. Only the background thread adds or removes a set
+  // afterwards, at a point in the global response order that every rank shares;
+  // it cycles over a snapshot.
+  ProcessSets sets_;
+  FailureDiagnosis diagnosis_;
+  LoopPacer pacer_;  // its loop side is the background thread's
 
   std::thread thread_;
-  std::thread heartbeat_;
-  bool heartbeat_stop_ = false;  // guarded by mu_
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;  // the loop waits for its next cycle under it, on cv_
   std::condition_variable cv_;
   bool shutdown_requested_ = false;
   Clock::time_point shutdown_requested_at_{};
@@ -252,11 +208,6 @@ class Runtime {
   // Set (under mu_) once shutdown_requested_ is or loop_status_ fails, so that an
   // enqueue takes mu_ only then.
   std::atomic<bool> stopping_{false};
-  // Set by the first enqueue after a cycle took the queue's requests; the loop
-  // then starts its next cycle early, once enqueues have paused (see Loop).
-  std::atomic<bool> work_pending_{false};
-  std::atomic<int64_t> last_enqueue_ns_{0};  // Clock, since its epoch
-  std::atomic<bool> flush_{false};  // Flush() since the current cycle began
   std::map<int, Controller::Stats> stats_;  // guarded by mu_
 };
 

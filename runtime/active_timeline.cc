@@ -1,0 +1,26 @@
+#include "runtime/active_timeline.h"
+
+#include <utility>
+
+namespace hvd {
+
+Status ActiveTimeline::Start(const std::string& path, bool mark_cycles) {
+  if (path.empty()) return Status::InvalidArgument("the timeline's file name is empty");
+  std::lock_guard<std::mutex> lock(mu_);
+  mark_cycles_.store(mark_cycles, std::memory_order_relaxed);
+  auto current = Current();
+  if (current && current->path() == path) return Status::OK();
+  std::unique_ptr<Timeline> opened;
+  HVD_RETURN_IF_ERROR(Timeline::Open(path, rank_, &opened));
+  std::atomic_store(&current_, std::shared_ptr<Timeline>(std::move(opened)));
+  if (current) current->Close();
+  return Status::OK();
+}
+
+void ActiveTimeline::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto current = std::atomic_exchange(&current_, std::shared_ptr<Timeline>());
+  if (current) current->Close();
+}
+
+}  // namespace hvd

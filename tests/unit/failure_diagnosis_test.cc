@@ -1,0 +1,90 @@
+// FailureDiagnosis: the cause every rank reports, found through an in-memory store.
+#include "runtime/failure_diagnosis.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "runtime/common/job_keys.h"
+
+namespace hvd {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(FailureDiagnosis, AnErrorOfThisRankOnlyGainsItsRank) {
+  FailureDiagnosis d(1, 2, NewInMemoryStore(), nullptr);
+  const Status s = d.Diagnose(Status::InvalidArgument("bad tensor"));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "rank 1: bad tensor");
+}
+
+TEST(FailureDiagnosis, TheLaunchersRecordOfADeadRankIsTheCause) {
+  auto launcher = NewInMemoryStore();
+  ASSERT_TRUE(launcher->Set(keys::kLauncherAbortReason, "rank 2 was killed by SIGKILL").ok());
+  FailureDiagnosis d(0, 3, NewInMemoryStore(), launcher);
+  const Status s = d.Diagnose(Status(StatusCode::kTimeout, "no reply from rank 1"));
+  EXPECT_EQ(s.code(), StatusCode::kRemoteError);
+  EXPECT_EQ(s.message(), "rank 2 was killed by SIGKILL (rank 0 saw: no reply from rank 1)");
+}
+
+// Rank 0 beats, rank 1 beat once and stopped, rank 2 never beat.
+TEST(FailureDiagnosis, ARankWhoseHeartbeatStoppedIsNamed) {
+  auto store = NewInMemoryStore();
+  int64_t beats = 0;
+  ASSERT_TRUE(store->Add(keys::Alive(1), 1, &beats).ok());
+  FailureDiagnosis beating(0, 3, store, nullptr);
+  beating.StartHeartbeat();
+  FailureDiagnosis d(2, 3, store, nullptr);
+  const Status s = d.Diagnose(Status(StatusCode::kRemoteError, "connection closed by rank 0"));
+  beating.StopHeartbeat();
+  EXPECT_EQ(s.code(), StatusCode::kRemoteError);
+  EXPECT_EQ(s.message(),
+            "rank 1 is gone or frozen (no heartbeat for 1.5 s) "
+            "(rank 2 saw: connection closed by rank 0)");
+}
+
+TEST(FailureDiagnosis, WithEveryRankBeatingThisRanksViewStands) {
+  auto store = NewInMemoryStore();
+  FailureDiagnosis other(1, 2, store, nullptr);
+  other.StartHeartbeat();
+  FailureDiagnosis d(0, 2, store, nullptr);
+  const Status s = d.Diagnose(Status(StatusCode::kTimeout, "waited 5 s"));
+  EXPECT_EQ(s.code(), StatusCode::kTimeout);
+  EXPECT_EQ(s.message(), "rank 0: waited 5 s");
+}
+
+TEST(FailureDiagnosis, TheHeartbeatCountsUntilStopped) {
+  auto store = NewInMemoryStore();
+  FailureDiagnosis d(1, 2, store, nullptr);
+  d.StartHeartbeat();
+  int64_t beats = 0;
+  for (int i = 0; i < 100 && beats == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_TRUE(store->Add(keys::Alive(1), 0, &beats).ok());
+  }
+  EXPECT_GE(beats, 1);
+  const auto begin = std::chrono::steady_clock::now();
+  d.StopHeartbeat();
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::milliseconds(400));
+  d.StopHeartbeat();  // idempotent
+}
+
+TEST(FailureDiagnosis, EveryRankReportsTheFirstFailure) {
+  auto store = NewInMemoryStore();
+  FailureDiagnosis first(2, 3, store, nullptr), second(0, 3, store, nullptr),
+      same(1, 3, store, nullptr);
+  const Status cause(StatusCode::kRemoteError, "rank 2: shm peer died");
+  EXPECT_EQ(first.AgreeOnFirstFailure(cause).message(), cause.message());
+  const Status later = second.AgreeOnFirstFailure(Status::ShutDown("rank 0: aborted"));
+  EXPECT_EQ(later.code(), StatusCode::kRemoteError);
+  EXPECT_EQ(later.message(),
+            "rank 2: shm peer died [the job's first failure; then rank 0: aborted]");
+  // A rank that saw the very same thing reports it once.
+  EXPECT_EQ(same.AgreeOnFirstFailure(cause).message(), cause.message());
+}
+
+}  // namespace
+}  // namespace hvd
