@@ -108,7 +108,7 @@ JobRunner::JobRunner(std::vector<std::string> argv) : JobRunner(std::move(argv),
 JobRunner::JobRunner(std::vector<std::string> argv, Options options) {
   start_ = Clock::now();
   if (argv.empty())
-    StartFailed("no command");
+    StartFailed("no command", options);
   else
     Start(argv, options);
 }
@@ -148,8 +148,9 @@ void JobRunner::Start(const std::vector<std::string>& argv, const Options& optio
   if (!ok || pid_ < 0) {
     for (int* fd : {&in[1], &out[0], &err[0], &error[0]}) CloseIfOpen(fd);
     pid_ = -1;
-    return StartFailed(std::string(ok ? "cannot fork: " : "cannot make pipes: ") +
-                       std::strerror(saved_errno));
+    return StartFailed(
+        std::string(ok ? "cannot fork: " : "cannot make pipes: ") + std::strerror(saved_errno),
+        options);
   }
   ::setpgid(pid_, pid_);  // Also here, so the group exists before the test signals it.
   stdin_fd_ = in[1];
@@ -173,8 +174,8 @@ void JobRunner::Start(const std::vector<std::string>& argv, const Options& optio
   }
 }
 
-void JobRunner::StartFailed(const std::string& why) {
-  err_ += "job_runner: " + why + "\n";
+void JobRunner::StartFailed(const std::string& why, const Options& options) {
+  (options.merge_output ? out_ : err_) += "job_runner: " + why + "\n";
   reaped_ = true;
   status_ = W_EXITCODE(127, 0);
 }

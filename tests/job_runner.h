@@ -111,7 +111,7 @@ class JobRunner {
 
  private:
   void Start(const std::vector<std::string>& argv, const Options& options);
-  void StartFailed(const std::string& why);
+  void StartFailed(const std::string& why, const Options& options);
   void Reap();
   bool Finished() const { return reaped_ && out_fd_ < 0 && err_fd_ < 0; }
   // Polls the open pipes of `runners` for up to `timeout_ms` and appends what they hold.
