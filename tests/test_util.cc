@@ -6,12 +6,6 @@
 #include <cstring>
 #include <thread>
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include "controller/store/store.h"
 #include "runtime/kernels/reduce_kernels.h"
 
@@ -117,54 +111,6 @@ std::vector<double> Decode(const std::vector<uint8_t>& bytes, DataType dtype) {
     }
   }
   return out;
-}
-
-CommandResult RunCommand(const std::string& command, std::chrono::milliseconds timeout,
-                         const std::vector<std::string>& env) {
-  CommandResult result;
-  int fds[2];
-  if (pipe(fds) != 0) return result;
-  const auto start = std::chrono::steady_clock::now();
-  pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    close(fds[0]);
-    close(fds[1]);
-    for (const auto& kv : env) putenv(const_cast<char*>(kv.c_str()));
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(fds[1]);
-  fcntl(fds[0], F_SETFL, O_NONBLOCK);
-  const auto deadline = start + timeout;
-  char buf[4096];
-  bool open = true;
-  while (open) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      result.timed_out = true;
-      kill(-pid, SIGKILL);
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 100))) <= 0) continue;
-    ssize_t n = read(fds[0], buf, sizeof(buf));
-    if (n > 0) {
-      result.output.append(buf, n);
-    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-      open = false;
-    }
-  }
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (result.timed_out) kill(-pid, SIGKILL);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return result;
 }
 
 }  // namespace testing

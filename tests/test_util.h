@@ -1,5 +1,6 @@
 // Test helpers: N ranks as N threads, each with its own Runtime over one
-// in-memory store and real Gloo on 127.0.0.1.
+// in-memory store and real Gloo on 127.0.0.1. Processes start through JobRunner
+// (tests/job_runner.h; RunCommand runs one command to its end).
 #ifndef HVD_TESTS_TEST_UTIL_H_
 #define HVD_TESTS_TEST_UTIL_H_
 
@@ -11,6 +12,7 @@
 
 #include "runtime/common/options.h"
 #include "runtime/runtime.h"
+#include "tests/job_runner.h"  // RunCommand, for the tests that run a command.
 
 namespace hvd {
 namespace testing {
@@ -36,18 +38,6 @@ std::vector<double> RankData(int rank, int64_t count, uint32_t seed);
 // Encodes doubles as `dtype` elements, and back.
 std::vector<uint8_t> Encode(const std::vector<double>& v, DataType dtype);
 std::vector<double> Decode(const std::vector<uint8_t>& bytes, DataType dtype);
-
-// Runs `command` through /bin/sh with extra environment `env` ("K=V" entries),
-// capturing stdout and stderr together. Kills the process group and reports
-// timed_out if it runs past `timeout`. Returns the exit code (128+signal if killed).
-struct CommandResult {
-  int exit_code = -1;
-  bool timed_out = false;
-  std::string output;
-  double seconds = 0;
-};
-CommandResult RunCommand(const std::string& command, std::chrono::milliseconds timeout,
-                         const std::vector<std::string>& env = {});
 
 }  // namespace testing
 }  // namespace hvd

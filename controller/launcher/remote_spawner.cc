@@ -29,7 +29,10 @@ std::string RemoteScript(const std::vector<std::pair<std::string, std::string>>&
   // /dev/null. The watcher ignores SIGTERM while it reads, so that its own kill does not
   // stop it before the SIGKILL, and restores it so its sleep stays killable. The main
   // shell traps SIGTERM so that it outlives the rank and returns its exit code, and
-  // sends its own stderr to /dev/null so it does not report the rank's death.
+  // sends its own stderr to /dev/null so it does not report the rank's death. It sets
+  // the trap after starting the rank, which so starts with SIGTERM's default action, and
+  // before starting the watcher, the only sender of SIGTERM until the script's end: a
+  // stdin closed at once (a teardown right after the start) finds the trap in place.
   const std::string marker = kRemoteStartedMarker;
   const std::vector<std::string> lines = {
       "cd " + dir + " 2>/dev/null || echo \"dprun: cannot cd to \"" + dir +
@@ -38,11 +41,11 @@ std::string RemoteScript(const std::vector<std::pair<std::string, std::string>>&
       "exec 3<&0 </dev/null",
       run + " 3<&- &",
       "child=$!",
+      "trap : TERM",
       "(trap '' TERM; while read -r _ <&3; do :; done; kill -TERM 0; trap - TERM; sleep " +
           std::string(grace) + "; kill -KILL 0) >/dev/null 2>&1 &",
       "watcher=$!",
       "exec 3<&- 2>/dev/null",
-      "trap : TERM",
       "wait $child; rc=$?",
       "while kill -0 $child; do wait $child; rc=$?; done",
       "kill -KILL $watcher; wait $watcher",

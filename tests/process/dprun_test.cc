@@ -1,22 +1,19 @@
 // dprun end to end: the built launcher (HVD_DPRUN_PATH) runs small sh one-liners as
 // ranks, and the tests check its output, environment, exit statuses and teardown.
-// Every dprun run is bounded: past its limit the test kills it and fails.
+// Every dprun run goes through JobRunner and is bounded: past its limit the test kills
+// it and fails.
 //
 // DprunRank.DISABLED_* are not tests on their own: they are the rank program of the
 // tests that need a rank to talk to the store (this binary, run by dprun with
 // --gtest_also_run_disabled_tests).
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
-#include <functional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -25,6 +22,7 @@
 
 #include "controller/store/tcp_store.h"
 #include "runtime/common/cpu_binding.h"
+#include "tests/job_runner.h"
 
 namespace hvd {
 namespace {
@@ -33,105 +31,35 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// A running dprun with its stdout and stderr captured.
-class Dprun {
- public:
-  Dprun(const std::vector<std::string>& args,
-        const std::vector<std::pair<std::string, std::string>>& extra_env = {}) {
-    std::vector<std::string> argv_strings = {HVD_DPRUN_PATH};
-    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& s : argv_strings) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    int out[2], err[2];
-    HVD_CHECK(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0);
-    start_ = Clock::now();
-    pid_ = ::fork();
-    HVD_CHECK(pid_ >= 0);
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      ::dup2(out[1], 1);
-      ::dup2(err[1], 2);
-      ::signal(SIGINT, SIG_DFL);
-      ::signal(SIGTERM, SIG_DFL);
-      for (const auto& [name, value] : extra_env) ::setenv(name.c_str(), value.c_str(), 1);
-      ::execv(argv[0], argv.data());
-      ::_exit(126);
-    }
-    ::close(out[1]);
-    ::close(err[1]);
-    out_fd_ = out[0];
-    err_fd_ = err[0];
+using testing::JobRunner;
+
+// dprun's argv for `args`.
+std::vector<std::string> Dprun(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {HVD_DPRUN_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+// Runner options that add `env` ("NAME=value") to dprun's environment.
+JobRunner::Options WithEnv(std::vector<std::string> env) {
+  JobRunner::Options o;
+  o.env = std::move(env);
+  return o;
+}
+
+// Waits for dprun to exit and its pipes to close; returns its exit code, or -1 if a
+// signal killed it. Past `timeout` the test fails and dprun's process group is killed.
+int Finish(JobRunner& d, seconds timeout = seconds(30)) {
+  if (!d.Wait(timeout)) {
+    ADD_FAILURE() << "dprun ran past " << timeout.count() << " s; killing it\nstdout:\n"
+                  << d.out() << "\nstderr:\n"
+                  << d.err();
+    d.Kill();
   }
-
-  ~Dprun() {
-    if (pid_ > 0 && !reaped_) {
-      ::kill(-pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_fd_ >= 0) ::close(out_fd_);
-    if (err_fd_ >= 0) ::close(err_fd_);
-  }
-
-  // Reads output until `done()` holds or `timeout` passes; returns done().
-  bool ReadUntil(const std::function<bool()>& done, milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (!done() && Clock::now() < deadline && (out_fd_ >= 0 || err_fd_ >= 0)) ReadSome(50);
-    return done();
-  }
-
-  void Signal(int sig) { ::kill(pid_, sig); }
-
-  // Waits for dprun to exit and its pipes to close. Past `timeout` it kills dprun's
-  // process group and fails the test.
-  int Wait(seconds timeout = seconds(30)) {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline && (out_fd_ >= 0 || err_fd_ >= 0)) ReadSome(100);
-    int status = 0;
-    while (Clock::now() < deadline && ::waitpid(pid_, &status, WNOHANG) == 0)
-      std::this_thread::sleep_for(milliseconds(10));
-    if (Clock::now() >= deadline) {
-      ADD_FAILURE() << "dprun ran past " << timeout.count() << " s; killing it\nstdout:\n"
-                    << out << "\nstderr:\n"
-                    << err;
-      ::kill(-pid_, SIGKILL);
-      ::waitpid(pid_, &status, 0);
-    }
-    reaped_ = true;
-    elapsed = Clock::now() - start_;
-    return status;
-  }
-
-  std::string out, err;
-  Clock::duration elapsed{};
-
- private:
-  void ReadSome(int timeout_ms) {
-    pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
-    if (::poll(fds, 2, timeout_ms) <= 0) return;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      char buf[65536];
-      const ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
-      int& fd = i == 0 ? out_fd_ : err_fd_;
-      if (n > 0) {
-        (i == 0 ? out : err).append(buf, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        ::close(fd);
-        fd = -1;
-      }
-    }
-  }
-
-  pid_t pid_ = -1;
-  bool reaped_ = false;
-  int out_fd_ = -1, err_fd_ = -1;
-  Clock::time_point start_;
-};
+  return d.term_signal() == 0 ? d.exit_code() : -1;
+}
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-int ExitCode(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
 
 bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
@@ -215,27 +143,28 @@ std::vector<std::string> Args(int np, const std::string& script,
 }
 
 TEST(DprunTest, PrefixesEachLineWithRankAndStream) {
-  Dprun d(Args(2, "echo out$HVD_RANK; echo err$HVD_RANK >&2; printf tail$HVD_RANK"));
-  EXPECT_EQ(ExitCode(d.Wait()), 0) << d.err;
+  JobRunner d(Dprun(Args(2, "echo out$HVD_RANK; echo err$HVD_RANK >&2; printf tail$HVD_RANK")));
+  EXPECT_EQ(Finish(d), 0) << d.err();
   for (int r = 0; r < 2; ++r) {
     const std::string tag = "[" + std::to_string(r) + "]";
-    EXPECT_TRUE(Contains(d.out, tag + "<stdout>:out" + std::to_string(r) + "\n")) << d.out;
-    EXPECT_TRUE(Contains(d.err, tag + "<stderr>:err" + std::to_string(r) + "\n")) << d.err;
+    EXPECT_TRUE(Contains(d.out(), tag + "<stdout>:out" + std::to_string(r) + "\n")) << d.out();
+    EXPECT_TRUE(Contains(d.err(), tag + "<stderr>:err" + std::to_string(r) + "\n")) << d.err();
     // A final line without a newline is flushed when the pipe closes.
-    EXPECT_TRUE(Contains(d.out, tag + "<stdout>:tail" + std::to_string(r) + "\n")) << d.out;
+    EXPECT_TRUE(Contains(d.out(), tag + "<stdout>:tail" + std::to_string(r) + "\n")) << d.out();
   }
-  EXPECT_FALSE(Contains(d.out, "<stderr>"));
-  EXPECT_FALSE(Contains(d.err, "<stdout>"));
+  EXPECT_FALSE(Contains(d.out(), "<stderr>"));
+  EXPECT_FALSE(Contains(d.err(), "<stdout>"));
 }
 
 TEST(DprunTest, LinesFromManyRanksNeverInterleave) {
   constexpr int kRanks = 4, kLines = 3000;
-  Dprun d(Args(kRanks, "seq 1 " + std::to_string(kLines) + " | sed \"s/^/r$HVD_RANK-/;s/$/-" +
-                           std::string(120, 'x') + "/\""));
-  EXPECT_EQ(ExitCode(d.Wait()), 0) << d.err;
+  JobRunner d(
+      Dprun(Args(kRanks, "seq 1 " + std::to_string(kLines) + " | sed \"s/^/r$HVD_RANK-/;s/$/-" +
+                             std::string(120, 'x') + "/\"")));
+  EXPECT_EQ(Finish(d), 0) << d.err();
   std::vector<int> counts(kRanks, 0);
   int bad = 0;
-  for (const std::string& line : Lines(d.out)) {
+  for (const std::string& line : Lines(d.out())) {
     RelayedLine l;
     const bool ok = ParseRelayedLine(line, &l) && l.stream == "stdout" && l.rank < kRanks &&
                     l.text.rfind("r" + std::to_string(l.rank) + "-", 0) == 0 &&
@@ -253,14 +182,15 @@ TEST(DprunTest, LinesFromManyRanksNeverInterleave) {
 
 TEST(DprunTest, EachRankGetsItsEnvironment) {
   constexpr int kRanks = 3;
-  Dprun d(Args(kRanks,
-               "echo env $HVD_RANK $HVD_SIZE $HVD_LOCAL_RANK $HVD_LOCAL_SIZE $HVD_CROSS_RANK "
-               "$HVD_CROSS_SIZE $HVD_STORE_ADDR $HVD_STORE_SECRET $HVD_GLOO_HOSTNAME $HVD_JOB_ID",
-               {"--start-timeout", "1000", "--verbose"}));
-  ASSERT_EQ(ExitCode(d.Wait()), 0) << d.err;
+  JobRunner d(
+      Dprun(Args(kRanks,
+                 "echo env $HVD_RANK $HVD_SIZE $HVD_LOCAL_RANK $HVD_LOCAL_SIZE $HVD_CROSS_RANK "
+                 "$HVD_CROSS_SIZE $HVD_STORE_ADDR $HVD_STORE_SECRET $HVD_GLOO_HOSTNAME $HVD_JOB_ID",
+                 {"--start-timeout", "1000", "--verbose"})));
+  ASSERT_EQ(Finish(d), 0) << d.err();
   std::set<std::string> addrs, secrets, job_ids;
   int seen = 0;
-  for (const std::string& line : Lines(d.out)) {
+  for (const std::string& line : Lines(d.out())) {
     RelayedLine l;
     ASSERT_TRUE(ParseRelayedLine(line, &l)) << line;
     const std::vector<std::string> w = Words(l.text);
@@ -282,7 +212,7 @@ TEST(DprunTest, EachRankGetsItsEnvironment) {
     secrets.insert(w[8]);
     job_ids.insert(w[10]);
   }
-  EXPECT_EQ(seen, kRanks) << d.out;
+  EXPECT_EQ(seen, kRanks) << d.out();
   ASSERT_EQ(addrs.size(), 1u);
   EXPECT_EQ(secrets.size(), 1u);
   EXPECT_EQ(job_ids.size(), 1u);
@@ -290,72 +220,70 @@ TEST(DprunTest, EachRankGetsItsEnvironment) {
   int port = 0;
   EXPECT_TRUE(ParseHostPort(*addrs.begin(), &host, &port).ok());
   // --verbose names the store address and each rank's pid.
-  EXPECT_TRUE(Contains(d.err, "store listening on " + *addrs.begin())) << d.err;
+  EXPECT_TRUE(Contains(d.err(), "store listening on " + *addrs.begin())) << d.err();
   for (int r = 0; r < kRanks; ++r)
-    EXPECT_TRUE(Contains(d.err, "rank " + std::to_string(r) + " (pid ")) << d.err;
+    EXPECT_TRUE(Contains(d.err(), "rank " + std::to_string(r) + " (pid ")) << d.err();
 }
 
 TEST(DprunTest, AllRanksSucceedingExitsZero) {
-  Dprun d(Args(4, "exit 0"));
-  EXPECT_EQ(ExitCode(d.Wait()), 0) << d.err;
-  EXPECT_EQ(d.err, "");
+  JobRunner d(Dprun(Args(4, "exit 0")));
+  EXPECT_EQ(Finish(d), 0) << d.err();
+  EXPECT_EQ(d.err(), "");
 }
 
 TEST(DprunTest, FailingRankTearsDownTheJobFast) {
-  Dprun d(Args(2,
-               "if [ \"$HVD_RANK\" = 1 ]; then sleep 0.5; echo dying >&2; exit 3; fi; "
-               "echo pid=$$; exec sleep 60"));
-  const int status = d.Wait();
-  EXPECT_EQ(ExitCode(status), 3) << d.err;
-  EXPECT_LT(Seconds(d.elapsed), 10.0);
-  const std::vector<pid_t> pids = RankPids(d.out, 2);
-  ASSERT_GT(pids[0], 0) << d.out;
-  const size_t cause = d.err.find("dprun: rank 1 (pid ");
+  JobRunner d(Dprun(Args(2,
+                         "if [ \"$HVD_RANK\" = 1 ]; then sleep 0.5; echo dying >&2; exit 3; fi; "
+                         "echo pid=$$; exec sleep 60")));
+  EXPECT_EQ(Finish(d), 3) << d.err();
+  EXPECT_LT(d.seconds(), 10.0);
+  const std::vector<pid_t> pids = RankPids(d.out(), 2);
+  ASSERT_GT(pids[0], 0) << d.out();
+  const size_t cause = d.err().find("dprun: rank 1 (pid ");
   const size_t consequence =
-      d.err.find("dprun: rank 0 (pid " + std::to_string(pids[0]) + ") terminated by dprun");
-  ASSERT_NE(cause, std::string::npos) << d.err;
-  EXPECT_TRUE(Contains(d.err.substr(cause), ") exited with code 3\n")) << d.err;
-  EXPECT_NE(consequence, std::string::npos) << d.err;
-  EXPECT_LT(cause, consequence) << d.err;
+      d.err().find("dprun: rank 0 (pid " + std::to_string(pids[0]) + ") terminated by dprun");
+  ASSERT_NE(cause, std::string::npos) << d.err();
+  EXPECT_TRUE(Contains(d.err().substr(cause), ") exited with code 3\n")) << d.err();
+  EXPECT_NE(consequence, std::string::npos) << d.err();
+  EXPECT_LT(cause, consequence) << d.err();
   // The dying rank's last words come before dprun's verdict on it.
-  EXPECT_LT(d.err.find("[1]<stderr>:dying"), cause) << d.err;
+  EXPECT_LT(d.err().find("[1]<stderr>:dying"), cause) << d.err();
   EXPECT_TRUE(Gone(pids[0])) << "rank 0's sleep outlived dprun";
 }
 
 TEST(DprunTest, RankKilledBySignal) {
-  Dprun d(Args(2,
-               "if [ \"$HVD_RANK\" = 1 ]; then sleep 0.3; kill -9 $$; fi; "
-               "echo pid=$$; exec sleep 60"));
-  const int status = d.Wait();
-  EXPECT_EQ(ExitCode(status), 128 + 9) << d.err;
-  EXPECT_LT(Seconds(d.elapsed), 10.0);
-  EXPECT_TRUE(Contains(d.err, ") was killed by signal 9 (Killed)")) << d.err;
-  EXPECT_TRUE(Contains(d.err, "dprun: rank 1 (pid ")) << d.err;
-  const std::vector<pid_t> pids = RankPids(d.out, 2);
-  ASSERT_GT(pids[0], 0) << d.out;
+  JobRunner d(Dprun(Args(2,
+                         "if [ \"$HVD_RANK\" = 1 ]; then sleep 0.3; kill -9 $$; fi; "
+                         "echo pid=$$; exec sleep 60")));
+  EXPECT_EQ(Finish(d), 128 + 9) << d.err();
+  EXPECT_LT(d.seconds(), 10.0);
+  EXPECT_TRUE(Contains(d.err(), ") was killed by signal 9 (Killed)")) << d.err();
+  EXPECT_TRUE(Contains(d.err(), "dprun: rank 1 (pid ")) << d.err();
+  const std::vector<pid_t> pids = RankPids(d.out(), 2);
+  ASSERT_GT(pids[0], 0) << d.out();
   EXPECT_TRUE(Gone(pids[0]));
 }
 
 TEST(DprunTest, OtherRanksMayReportAFailureBeforeTheTeardown) {
   // Rank 1 fails; rank 0 still has a second to say something and exit on its own.
-  Dprun d(Args(2,
-               "if [ \"$HVD_RANK\" = 1 ]; then sleep 0.3; exit 3; fi; "
-               "sleep 1; echo still-here; exit 1"));
-  EXPECT_EQ(ExitCode(d.Wait()), 3) << d.err;
-  EXPECT_LT(Seconds(d.elapsed), 10.0);
-  EXPECT_TRUE(Contains(d.out, "[0]<stdout>:still-here\n")) << d.out;
-  EXPECT_TRUE(Contains(d.err, ") exited with code 3\n")) << d.err;
-  EXPECT_TRUE(Contains(d.err, ") exited with code 1 after the failure above\n")) << d.err;
-  EXPECT_FALSE(Contains(d.err, "terminated by dprun")) << d.err;
+  JobRunner d(Dprun(Args(2,
+                         "if [ \"$HVD_RANK\" = 1 ]; then sleep 0.3; exit 3; fi; "
+                         "sleep 1; echo still-here; exit 1")));
+  EXPECT_EQ(Finish(d), 3) << d.err();
+  EXPECT_LT(d.seconds(), 10.0);
+  EXPECT_TRUE(Contains(d.out(), "[0]<stdout>:still-here\n")) << d.out();
+  EXPECT_TRUE(Contains(d.err(), ") exited with code 3\n")) << d.err();
+  EXPECT_TRUE(Contains(d.err(), ") exited with code 1 after the failure above\n")) << d.err();
+  EXPECT_FALSE(Contains(d.err(), "terminated by dprun")) << d.err();
 }
 
 TEST(DprunTest, ProcessesARankLeavesBehindAreTerminated) {
   // Rank 0 starts a background sleep and exits 0 at once; it must not survive dprun.
-  Dprun d(Args(1, "sleep 60 & echo pid=$!"));
-  EXPECT_EQ(ExitCode(d.Wait()), 0) << d.err;
-  EXPECT_LT(Seconds(d.elapsed), 10.0);
-  const std::vector<pid_t> pids = RankPids(d.out, 1);
-  ASSERT_GT(pids[0], 0) << d.out;
+  JobRunner d(Dprun(Args(1, "sleep 60 & echo pid=$!")));
+  EXPECT_EQ(Finish(d), 0) << d.err();
+  EXPECT_LT(d.seconds(), 10.0);
+  const std::vector<pid_t> pids = RankPids(d.out(), 1);
+  ASSERT_GT(pids[0], 0) << d.out();
   EXPECT_TRUE(Gone(pids[0]));
 }
 
@@ -363,18 +291,17 @@ class DprunSignalTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(DprunSignalTest, SignalToDprunStopsTheJob) {
   const int sig = GetParam();
-  Dprun d(Args(3, "echo pid=$$; exec sleep 60"));
-  ASSERT_TRUE(d.ReadUntil([&] { return CountLines(d.out, "[") == 3; }, milliseconds(10000)))
-      << d.out << d.err;
+  JobRunner d(Dprun(Args(3, "echo pid=$$; exec sleep 60")));
+  ASSERT_TRUE(d.ReadUntil([&] { return CountLines(d.out(), "[") == 3; }, milliseconds(10000)))
+      << d.out() << d.err();
   const auto sent = Clock::now();
   d.Signal(sig);
-  const int status = d.Wait();
-  EXPECT_EQ(ExitCode(status), 128 + sig) << d.err;
+  EXPECT_EQ(Finish(d), 128 + sig) << d.err();
   EXPECT_LT(Seconds(Clock::now() - sent), 5.0);
-  EXPECT_TRUE(Contains(d.err, std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM")))
-      << d.err;
-  for (pid_t pid : RankPids(d.out, 3)) {
-    ASSERT_GT(pid, 0) << d.out;
+  EXPECT_TRUE(Contains(d.err(), std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM")))
+      << d.err();
+  for (pid_t pid : RankPids(d.out(), 3)) {
+    ASSERT_GT(pid, 0) << d.out();
     EXPECT_TRUE(Gone(pid));
   }
 }
@@ -385,38 +312,38 @@ INSTANTIATE_TEST_SUITE_P(IntAndTerm, DprunSignalTest, ::testing::Values(SIGINT, 
                          });
 
 TEST(DprunTest, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
-  Dprun d(Args(2, "trap '' TERM; echo pid=$$; exec sleep 60",
-               {"--start-timeout", "1000", "--grace-period", "1"}));
-  ASSERT_TRUE(d.ReadUntil([&] { return CountLines(d.out, "[") == 2; }, milliseconds(10000)));
+  JobRunner d(Dprun(Args(2, "trap '' TERM; echo pid=$$; exec sleep 60",
+                         {"--start-timeout", "1000", "--grace-period", "1"})));
+  ASSERT_TRUE(d.ReadUntil([&] { return CountLines(d.out(), "[") == 2; }, milliseconds(10000)));
   const auto sent = Clock::now();
   d.Signal(SIGINT);
-  EXPECT_EQ(ExitCode(d.Wait()), 130) << d.err;
+  EXPECT_EQ(Finish(d), 130) << d.err();
   const double waited = Seconds(Clock::now() - sent);
   EXPECT_GT(waited, 0.8);
   EXPECT_LT(waited, 6.0);
-  EXPECT_TRUE(Contains(d.err, "terminated by dprun (was killed by signal 9 (Killed))")) << d.err;
-  for (pid_t pid : RankPids(d.out, 2)) EXPECT_TRUE(Gone(pid));
+  EXPECT_TRUE(Contains(d.err(), "terminated by dprun (was killed by signal 9 (Killed))"))
+      << d.err();
+  for (pid_t pid : RankPids(d.out(), 2)) EXPECT_TRUE(Gone(pid));
 }
 
 TEST(DprunTest, SecondSigintKillsAtOnce) {
-  Dprun d(Args(2, "trap '' TERM; echo pid=$$; exec sleep 60",
-               {"--start-timeout", "1000", "--grace-period", "60"}));
-  ASSERT_TRUE(d.ReadUntil([&] { return CountLines(d.out, "[") == 2; }, milliseconds(10000)));
+  JobRunner d(Dprun(Args(2, "trap '' TERM; echo pid=$$; exec sleep 60",
+                         {"--start-timeout", "1000", "--grace-period", "60"})));
+  ASSERT_TRUE(d.ReadUntil([&] { return CountLines(d.out(), "[") == 2; }, milliseconds(10000)));
   const auto sent = Clock::now();
   d.Signal(SIGINT);
   std::this_thread::sleep_for(milliseconds(300));
   d.Signal(SIGINT);
-  EXPECT_EQ(ExitCode(d.Wait()), 130) << d.err;
+  EXPECT_EQ(Finish(d), 130) << d.err();
   EXPECT_LT(Seconds(Clock::now() - sent), 5.0);
-  EXPECT_TRUE(Contains(d.err, "received SIGINT again")) << d.err;
+  EXPECT_TRUE(Contains(d.err(), "received SIGINT again")) << d.err();
 }
 
 TEST(DprunTest, StartTimeoutNamesTheRanksThatDidNotStart) {
-  Dprun d({"-np", "2", "--start-timeout", "1", "sleep", "30"});
-  const int status = d.Wait();
-  EXPECT_NE(ExitCode(status), 0);
-  EXPECT_LT(Seconds(d.elapsed), 8.0);
-  EXPECT_TRUE(Contains(d.err, "dprun: ranks 0, 1 did not start within 1 s")) << d.err;
+  JobRunner d(Dprun({"-np", "2", "--start-timeout", "1", "sleep", "30"}));
+  EXPECT_NE(Finish(d), 0);
+  EXPECT_LT(d.seconds(), 8.0);
+  EXPECT_TRUE(Contains(d.err(), "dprun: ranks 0, 1 did not start within 1 s")) << d.err();
 }
 
 // The rank program for the next tests: connects to the job's store as the runtime
@@ -459,17 +386,18 @@ std::vector<std::string> SelfAsRank(int np, const std::string& start_timeout) {
 }
 
 TEST(DprunTest, RanksThatConnectAndSetTheKeyCountAsStarted) {
-  Dprun d(SelfAsRank(3, "1"), {{"DPRUN_TEST_LINGER_MS", "2000"}});
-  EXPECT_EQ(ExitCode(d.Wait()), 0) << d.out << d.err;
-  EXPECT_FALSE(Contains(d.err, "did not start")) << d.err;
-  EXPECT_EQ(CountLines(d.out, "[0]<stdout>:[  PASSED  ] 1 test"), 1) << d.out;
+  JobRunner d(Dprun(SelfAsRank(3, "1")), WithEnv({"DPRUN_TEST_LINGER_MS=2000"}));
+  EXPECT_EQ(Finish(d), 0) << d.out() << d.err();
+  EXPECT_FALSE(Contains(d.err(), "did not start")) << d.err();
+  EXPECT_EQ(CountLines(d.out(), "[0]<stdout>:[  PASSED  ] 1 test"), 1) << d.out();
 }
 
 TEST(DprunTest, OneRankThatNeverConnectsFailsTheJob) {
-  Dprun d(SelfAsRank(3, "1"), {{"DPRUN_TEST_LINGER_MS", "20000"}, {"DPRUN_TEST_SILENT_RANK", "2"}});
-  EXPECT_EQ(ExitCode(d.Wait()), 1) << d.err;
-  EXPECT_LT(Seconds(d.elapsed), 10.0);
-  EXPECT_TRUE(Contains(d.err, "dprun: rank 2 did not start within 1 s\n")) << d.err;
+  JobRunner d(Dprun(SelfAsRank(3, "1")),
+              WithEnv({"DPRUN_TEST_LINGER_MS=20000", "DPRUN_TEST_SILENT_RANK=2"}));
+  EXPECT_EQ(Finish(d), 1) << d.err();
+  EXPECT_LT(d.seconds(), 10.0);
+  EXPECT_TRUE(Contains(d.err(), "dprun: rank 2 did not start within 1 s\n")) << d.err();
 }
 
 TEST(DprunTest, UsageErrorsExitTwo) {
@@ -487,42 +415,42 @@ TEST(DprunTest, UsageErrorsExitTwo) {
       {{"-np", "1", "--verbose=yes", "true"}, "option --verbose takes no value"},
   };
   for (const auto& [args, message] : cases) {
-    Dprun d(args);
-    EXPECT_EQ(ExitCode(d.Wait()), 2) << d.err;
-    EXPECT_TRUE(Contains(d.err, "dprun: " + message)) << d.err;
-    EXPECT_TRUE(Contains(d.err, "usage: dprun -np N")) << d.err;
+    JobRunner d(Dprun(args));
+    EXPECT_EQ(Finish(d), 2) << d.err();
+    EXPECT_TRUE(Contains(d.err(), "dprun: " + message)) << d.err();
+    EXPECT_TRUE(Contains(d.err(), "usage: dprun -np N")) << d.err();
   }
 }
 
 TEST(DprunTest, HelpListsEveryOptionWithItsDefault) {
   for (const char* flag : {"-h", "--help"}) {
-    Dprun d({flag});
-    EXPECT_EQ(ExitCode(d.Wait()), 0);
+    JobRunner d(Dprun({flag}));
+    EXPECT_EQ(Finish(d), 0);
     for (const char* text :
          {"usage: dprun", "-np, --num-proc N", "--start-timeout S", "(default: 120)",
           "--grace-period S", "(default: 5)", "--verbose", "--timeline PATH", "--straggler-report",
           "-h, --help", "HVD_STORE_ADDR"})
-      EXPECT_TRUE(Contains(d.out, text)) << text << "\n" << d.out;
+      EXPECT_TRUE(Contains(d.out(), text)) << text << "\n" << d.out();
   }
 }
 
 TEST(DprunTest, OptionsAcceptEqualsFormAndDoubleDash) {
-  Dprun d({"-np=2", "--start-timeout=1000", "--", "sh", "-c", "echo r$HVD_RANK"});
-  EXPECT_EQ(ExitCode(d.Wait()), 0) << d.err;
-  EXPECT_TRUE(Contains(d.out, "[1]<stdout>:r1\n")) << d.out;
+  JobRunner d(Dprun({"-np=2", "--start-timeout=1000", "--", "sh", "-c", "echo r$HVD_RANK"}));
+  EXPECT_EQ(Finish(d), 0) << d.err();
+  EXPECT_TRUE(Contains(d.out(), "[1]<stdout>:r1\n")) << d.out();
 }
 
 TEST(DprunTest, TimelineAndStragglerReportFlags) {
   char dir[] = "/tmp/dprun-timeline-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::string path = std::string(dir) + "/timeline.json";
-  Dprun d({"-np", "2", "--timeline", path, "--straggler-report",
-           std::string(HVD_BUILD_DIR) + "/tests/programs/loop_job", "30"});
-  EXPECT_EQ(ExitCode(d.Wait()), 0) << d.err;
+  JobRunner d(Dprun({"-np", "2", "--timeline", path, "--straggler-report",
+                     std::string(HVD_BUILD_DIR) + "/tests/programs/loop_job", "30"}));
+  EXPECT_EQ(Finish(d), 0) << d.err();
   // Rank 0's report, line by line, after the job.
-  EXPECT_TRUE(Contains(d.err, "dprun: straggler report: ")) << d.err;
-  EXPECT_TRUE(Contains(d.err, "\ndprun:   rank     last")) << d.err;
-  EXPECT_TRUE(Contains(d.err, "\ndprun:      1 ")) << d.err;
+  EXPECT_TRUE(Contains(d.err(), "dprun: straggler report: ")) << d.err();
+  EXPECT_TRUE(Contains(d.err(), "\ndprun:   rank     last")) << d.err();
+  EXPECT_TRUE(Contains(d.err(), "\ndprun:      1 ")) << d.err();
   std::ifstream in(path);
   std::stringstream timeline;
   timeline << in.rdbuf();
@@ -530,9 +458,9 @@ TEST(DprunTest, TimelineAndStragglerReportFlags) {
   ::unlink(path.c_str());
   ::rmdir(dir);
 
-  Dprun none(Args(1, "exit 0", {"--start-timeout", "1000", "--straggler-report"}));
-  EXPECT_EQ(ExitCode(none.Wait()), 0) << none.err;
-  EXPECT_TRUE(Contains(none.err, "dprun: no straggler report")) << none.err;
+  JobRunner none(Dprun(Args(1, "exit 0", {"--start-timeout", "1000", "--straggler-report"})));
+  EXPECT_EQ(Finish(none), 0) << none.err();
+  EXPECT_TRUE(Contains(none.err(), "dprun: no straggler report")) << none.err();
 }
 
 // This process's CPUs, as the ranks inherit them.
@@ -574,38 +502,41 @@ TEST(DprunTest, BindToCoreGivesEachRankItsBlockOfCpus) {
   ASSERT_LE(allowed.size(), 2u);
   const std::string all = CpuListString(allowed);
   // Threads started before hvd_init are bound too, and so are later ones.
-  Dprun bound({"-np", "2", "--bind-to", "core", job});
-  EXPECT_EQ(ExitCode(bound.Wait()), 0) << bound.err;
+  JobRunner bound(Dprun({"-np", "2", "--bind-to", "core", job}));
+  EXPECT_EQ(Finish(bound), 0) << bound.err();
   for (int r = 0; r < 2; ++r)
-    EXPECT_TRUE(Contains(bound.out, AffinityLine(r, CpuListString(CoresForLocalRank(allowed, r, 2)))))
-        << bound.out;
+    EXPECT_TRUE(
+        Contains(bound.out(), AffinityLine(r, CpuListString(CoresForLocalRank(allowed, r, 2)))))
+        << bound.out();
   // More ranks than CPUs share them in turn.
   const int many = static_cast<int>(allowed.size()) + 1;
-  Dprun crowded({"-np", std::to_string(many), "--bind-to", "core", job});
-  EXPECT_EQ(ExitCode(crowded.Wait()), 0) << crowded.err;
-  EXPECT_TRUE(Contains(crowded.out, AffinityLine(many - 1, std::to_string(allowed[0]))))
-      << crowded.out;
+  JobRunner crowded(Dprun({"-np", std::to_string(many), "--bind-to", "core", job}));
+  EXPECT_EQ(Finish(crowded), 0) << crowded.err();
+  EXPECT_TRUE(Contains(crowded.out(), AffinityLine(many - 1, std::to_string(allowed[0]))))
+      << crowded.out();
   // Unbound (the default, and --bind-to none), every rank keeps every CPU.
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"-np", "2", job}, {"-np", "2", "--bind-to=none", job}}) {
-    Dprun free(args);
-    EXPECT_EQ(ExitCode(free.Wait()), 0) << free.err;
-    for (int r = 0; r < 2; ++r) EXPECT_TRUE(Contains(free.out, AffinityLine(r, all))) << free.out;
+    JobRunner free(Dprun(args));
+    EXPECT_EQ(Finish(free), 0) << free.err();
+    for (int r = 0; r < 2; ++r)
+      EXPECT_TRUE(Contains(free.out(), AffinityLine(r, all))) << free.out();
   }
   // The variable alone does it too, and a bad value fails init, naming it.
-  Dprun by_env({"-np", "2", job}, {{"HVD_BIND_TO", "core"}});
-  EXPECT_EQ(ExitCode(by_env.Wait()), 0) << by_env.err;
-  EXPECT_TRUE(Contains(by_env.out, AffinityLine(1, CpuListString(CoresForLocalRank(allowed, 1, 2)))))
-      << by_env.out;
-  Dprun bad({"-np", "1", job}, {{"HVD_BIND_TO", "socket"}});
-  EXPECT_NE(ExitCode(bad.Wait()), 0);
-  EXPECT_TRUE(Contains(bad.err, "HVD_BIND_TO='socket'")) << bad.err;
+  JobRunner by_env(Dprun({"-np", "2", job}), WithEnv({"HVD_BIND_TO=core"}));
+  EXPECT_EQ(Finish(by_env), 0) << by_env.err();
+  EXPECT_TRUE(
+      Contains(by_env.out(), AffinityLine(1, CpuListString(CoresForLocalRank(allowed, 1, 2)))))
+      << by_env.out();
+  JobRunner bad(Dprun({"-np", "1", job}), WithEnv({"HVD_BIND_TO=socket"}));
+  EXPECT_NE(Finish(bad), 0);
+  EXPECT_TRUE(Contains(bad.err(), "HVD_BIND_TO='socket'")) << bad.err();
 }
 
 TEST(DprunTest, UnknownCommandExits127) {
-  Dprun d({"-np", "2", "no-such-command-dprun-test"});
-  EXPECT_EQ(ExitCode(d.Wait()), 127);
-  EXPECT_TRUE(Contains(d.err, "command not found: no-such-command-dprun-test")) << d.err;
+  JobRunner d(Dprun({"-np", "2", "no-such-command-dprun-test"}));
+  EXPECT_EQ(Finish(d), 127);
+  EXPECT_TRUE(Contains(d.err(), "command not found: no-such-command-dprun-test")) << d.err();
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/test_util.h"
+#include "tests/job_runner.h"
 
 namespace hvd {
 namespace testing {

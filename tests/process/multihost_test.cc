@@ -14,13 +14,10 @@
 // namespaces and the key directory of a killed run (named after a pid that no longer
 // exists) are removed at the next setup. The suite skips itself, saying why,
 // without root, ip netns, sshd or ssh.
-#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -31,7 +28,7 @@
 #include <thread>
 #include <tuple>
 
-#include "tests/test_util.h"
+#include "tests/job_runner.h"
 
 namespace hvd {
 namespace testing {
@@ -63,75 +60,6 @@ bool Sh(const std::string& command, std::string* error, seconds timeout = second
 }
 
 bool IsExecutable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
-
-// A command run in the background with stdout and stderr into a file.
-class Background {
- public:
-  explicit Background(const std::string& command, const std::string& log) : log_(log) {
-    start_ = Clock::now();
-    pid_ = ::fork();
-    HVD_CHECK(pid_ >= 0);
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // An sshd never outlives a killed test.
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      const int null_fd = ::open("/dev/null", O_RDONLY);
-      ::dup2(null_fd, 0);
-      ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ::setpgid(pid_, pid_);
-  }
-  ~Background() {
-    if (!reaped_) {
-      ::kill(-pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  std::string Output() const {
-    std::ifstream in(log_);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-
-  bool WaitForOutput(const std::string& text, milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      if (Output().find(text) != std::string::npos) return true;
-      if (!reaped_ && ::waitpid(pid_, &status_, WNOHANG) == pid_) reaped_ = true;
-      if (reaped_) return Output().find(text) != std::string::npos;
-      std::this_thread::sleep_for(milliseconds(50));
-    }
-    return false;
-  }
-
-  // The exit code, or -1 if it ran past `timeout` (it is killed then).
-  int Wait(milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (!reaped_ && Clock::now() < deadline) {
-      if (::waitpid(pid_, &status_, WNOHANG) == pid_)
-        reaped_ = true;
-      else
-        std::this_thread::sleep_for(milliseconds(20));
-    }
-    if (!reaped_) return -1;
-    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
-  }
-
-  pid_t pid() const { return pid_; }
-  double Seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-  int status_ = 0;
-  bool reaped_ = false;
-  Clock::time_point start_;
-};
 
 // The namespaces, the keys and the sshds.
 class Cluster {
@@ -194,10 +122,11 @@ class Cluster {
       // Each host gets its own /dev/shm (ip netns exec gives it a private mount
       // namespace), as separate machines have: ranks then share memory only with
       // the ranks on their own host.
-      sshds_.push_back(std::make_unique<Background>(
+      // Its log goes to a file: nothing reads its output while the tests run. It dies
+      // with the test (JobRunner's PR_SET_PDEATHSIG).
+      sshds_.push_back(std::make_unique<JobRunner>(JobRunner::Shell(
           "exec ip netns exec " + ns + " sh -c 'mount -t tmpfs -o size=256m hvd-shm /dev/shm && " +
-              "exec /usr/sbin/sshd -D -e -f " + conf + "'",
-          dir_ + "/sshd_" + ns + ".log"));
+          "exec /usr/sbin/sshd -D -e -f " + conf + "' >" + dir_ + "/sshd_" + ns + ".log 2>&1")));
     }
     // Ready once each sshd listens (bounded: 100 polls of 50 ms); the tests' first
     // logins then show any key problem in ssh's own words.
@@ -231,7 +160,7 @@ class Cluster {
       Sh("ip netns del " + ns, nullptr);
     }
     created_.clear();
-    sshds_.clear();  // Reaps them.
+    sshds_.clear();  // Kills and reaps what is left of them.
     if (!dir_.empty()) Sh("rm -rf " + dir_, nullptr);
     dir_.clear();
   }
@@ -292,7 +221,7 @@ class Cluster {
 
   std::string ns_a_, ns_b_, ns_c_, dir_;
   std::vector<std::string> created_;
-  std::vector<std::unique_ptr<Background>> sshds_;
+  std::vector<std::unique_ptr<JobRunner>> sshds_;
 };
 
 class MultiHost : public ::testing::Test {
@@ -467,17 +396,20 @@ TEST_F(MultiHost, FailingRemoteRankTearsDownTheOthers) {
 TEST_F(MultiHost, CuttingAHostsLinkMidRunFailsClearlyWithoutHanging) {
   // HVD_TIMEOUT also bounds the start-up rendezvous: 4 s was too short there when
   // ctest ran this next to the ssh-heavy tests (rank 0's ssh took longer to start).
-  Background job(cluster_->InA(kDprun + " " + cluster_->DprunSsh() + " -np 4 " + HostsBC() +
-                               " -x HVD_TIMEOUT=8 --grace-period 2 " + kTopologyJob + " 100000 20"),
-                 cluster_->dir() + "/cut.log");
-  ASSERT_TRUE(job.WaitForOutput("[2]<stdout>:step 10 ok", milliseconds(30000))) << job.Output();
+  JobRunner::Options merged;
+  merged.merge_output = true;
+  JobRunner job(JobRunner::Shell(cluster_->InA(kDprun + " " + cluster_->DprunSsh() + " -np 4 " +
+                                               HostsBC() + " -x HVD_TIMEOUT=8 --grace-period 2 " +
+                                               kTopologyJob + " 100000 20")),
+                merged);
+  ASSERT_TRUE(job.WaitForOutput("[2]<stdout>:step 10 ok", milliseconds(30000))) << job.out();
   const auto cut = Clock::now();
   std::string error;
   ASSERT_TRUE(Sh("ip -n " + cluster_->ns_c() + " link set eth0 down", &error)) << error;
-  const int code = job.Wait(milliseconds(40000));
+  const int code = job.Wait(milliseconds(40000)) ? job.exit_code() : -1;
   const double after_cut = std::chrono::duration<double>(Clock::now() - cut).count();
   Sh("ip -n " + cluster_->ns_c() + " link set eth0 up", nullptr);
-  const std::string out = job.Output();
+  const std::string out = job.out();
   ASSERT_NE(code, -1) << "dprun hung after the link was cut\n" << out;
   EXPECT_NE(code, 0) << out;
   // HVD_TIMEOUT (8 s) for the ranks on B to give up on C, the 2 s grace period, then

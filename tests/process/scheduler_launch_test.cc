@@ -1,7 +1,8 @@
 // Ranks started without dprun: the test starts the processes itself with Open MPI's,
-// Slurm's or torchrun's variables (each in a clean environment, env -i), and once
+// Slurm's or torchrun's variables (each in a clean environment), and once
 // through a real mpirun. Rank 0 serves the store on 127.0.0.1; every rank runs
-// tests/programs/topology_job and prints its layout as the runtime sees it.
+// tests/programs/topology_job and prints its layout as the runtime sees it. The ranks
+// run side by side through JobRunner, the setup commands through RunCommand.
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,14 +11,16 @@
 #include <unistd.h>
 
 #include <map>
-#include <thread>
+#include <memory>
 
-#include "tests/test_util.h"
+#include "runtime/common/status.h"
+#include "tests/job_runner.h"
 
 namespace hvd {
 namespace testing {
 namespace {
 
+using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 using Env = std::map<std::string, std::string>;
@@ -38,19 +41,32 @@ int FreePort() {
 }
 
 // Runs one process per entry of `envs`, concurrently, each with only that environment
-// (plus PATH and short timeouts).
-std::vector<CommandResult> RunRanks(const std::vector<Env>& envs, const std::string& args = "3") {
-  std::vector<CommandResult> results(envs.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < envs.size(); ++i) {
-    std::string command = "exec env -i PATH=/usr/bin:/bin";
+// (plus PATH and short timeouts), stdout and stderr merged.
+std::vector<CommandResult> RunRanks(const std::vector<Env>& envs) {
+  std::vector<std::unique_ptr<JobRunner>> ranks;
+  for (const Env& rank_env : envs) {
     Env env = {{"HVD_TIMEOUT", "10"}};
-    for (const auto& [k, v] : envs[i]) env[k] = v;
-    for (const auto& [k, v] : env) command += " " + k + "='" + v + "'";
-    command += " " + kTopologyJob + " " + args;
-    threads.emplace_back([&results, i, command] { results[i] = RunCommand(command, seconds(60)); });
+    for (const auto& [k, v] : rank_env) env[k] = v;
+    JobRunner::Options o;
+    o.inherit_env = false;
+    o.merge_output = true;
+    o.env = {"PATH=/usr/bin:/bin"};
+    for (const auto& [k, v] : env) o.env.push_back(k + "=" + v);
+    ranks.push_back(std::make_unique<JobRunner>(std::vector<std::string>{kTopologyJob, "3"}, o));
   }
-  for (auto& t : threads) t.join();
+  std::vector<JobRunner*> all;
+  for (auto& r : ranks) all.push_back(r.get());
+  JobRunner::WaitAll(all, seconds(60));
+  std::vector<CommandResult> results;
+  for (auto& r : ranks) {
+    CommandResult res;
+    res.timed_out = !r->Wait(milliseconds(0));
+    if (res.timed_out) r->Kill();
+    res.exit_code = r->exit_code();
+    res.output = r->out();
+    res.seconds = r->seconds();
+    results.push_back(res);
+  }
   return results;
 }
 

@@ -1,0 +1,210 @@
+#include "controller/launcher/supervisor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "controller/launcher/exit_status.h"
+#include "runtime/common/job_keys.h"
+
+namespace hvd {
+namespace launcher {
+
+Supervisor::Supervisor(const LauncherOptions& options, std::vector<RankSpec> ranks,
+                       RankCommand command, SignalScope& signals, Store& store, int out_fd,
+                       const Reporter& reporter)
+    : options_(options),
+      command_(std::move(command)),
+      signals_(signals),
+      store_(store),
+      out_fd_(out_fd),
+      reporter_(reporter),
+      teardown_(options.grace_period_s) {
+  ranks_.resize(ranks.size());
+  for (size_t i = 0; i < ranks.size(); ++i) ranks_[i].spec = std::move(ranks[i]);
+}
+
+int Supervisor::Run() {
+  SpawnPending();
+  if (options_.start_timeout_s > 0) {
+    start_check_pending_ = true;
+    start_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(options_.start_timeout_s));
+  }
+  Loop();
+  for (RankProcess& r : ranks_) r.CloseAll();
+  return teardown_.exit_code();
+}
+
+// The loop runs while ranks do; once the teardown starts, each phase has a deadline.
+void Supervisor::Loop() {
+  std::vector<pollfd> fds;
+  std::vector<RankOutput*> streams;
+  for (;;) {
+    CheckDeadlines(Clock::now());
+    if (teardown_.given_up() || Finished()) return;
+    SpawnPending();
+    if (teardown_.phase() == Teardown::Phase::kRunning && !AnyRunning()) {
+      std::string which;
+      for (const RankProcess& r : ranks_)
+        if (r.GroupAlive()) which += " " + std::to_string(r.rank());
+      reporter_.Message("all ranks exited; terminating processes left running by rank(s)" + which);
+      SignalAll(teardown_.Terminate(Clock::now()));
+    }
+    fds.assign(1, {signals_.fd(), POLLIN, 0});
+    streams.clear();
+    for (RankProcess& r : ranks_) {
+      for (RankOutput* s : {&r.out, &r.err}) {
+        if (!s->is_open()) continue;
+        fds.push_back({s->fd(), POLLIN, 0});
+        streams.push_back(s);
+      }
+    }
+    if (::poll(fds.data(), fds.size(), PollTimeoutMs()) > 0) {
+      if (fds[0].revents & POLLIN) HandleSignals();
+      for (size_t i = 1; i < fds.size(); ++i)
+        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) streams[i - 1]->ReadAvailable();
+    }
+    Reap();
+  }
+}
+
+void Supervisor::SpawnPending() {
+  if (teardown_.phase() != Teardown::Phase::kRunning) return;
+  for (size_t i : RanksToSpawn(ranks_)) {
+    RankProcess& r = ranks_[i];
+    r.pending = false;
+    const Status s = SpawnRank(command_, signals_.original_mask(), out_fd_, reporter_.fd(), &r);
+    if (!s.ok()) return Fail(s.message(), 1);
+    reporter_.Verbose(r.Name() + (r.spec.remote
+                                      ? " launched over ssh (ssh pid " + std::to_string(r.pid) + ")"
+                                      : " launched"));
+  }
+}
+
+void Supervisor::CheckDeadlines(Clock::time_point now) {
+  if (start_check_pending_ && now >= start_deadline_) CheckStarted();
+  const Teardown::Due due = teardown_.Tick(now, AnyRunning());
+  if (due.grace_over) reporter_.Verbose("grace period over; sending SIGKILL");
+  SignalAll(due.signal);
+  if (due.give_up) {
+    std::string left;
+    for (const RankProcess& r : ranks_)
+      if (r.running) left += " " + r.Name();
+    reporter_.Message("giving up on processes still alive " +
+                      std::to_string(kGiveUpAfterKill.count()) + " s after SIGKILL" +
+                      (left.empty() ? "" : ":" + left));
+  }
+}
+
+// Fails the job if a running rank has not set its started key.
+void Supervisor::CheckStarted() {
+  start_check_pending_ = false;
+  if (teardown_.phase() != Teardown::Phase::kRunning) return;
+  std::vector<int> missing;
+  for (const RankProcess& r : ranks_)
+    if ((r.running || r.pending) &&
+        !store_.Wait({keys::Started(r.rank())}, std::chrono::milliseconds(0)).ok())
+      missing.push_back(r.rank());
+  if (missing.empty()) return reporter_.Verbose("all ranks started");
+  Fail(NotStartedMessage(missing, options_.start_timeout_s), 1);
+}
+
+int Supervisor::PollTimeoutMs() const {
+  auto next = std::min(Clock::now() + kMaxPoll, teardown_.NextDeadline());
+  if (start_check_pending_) next = std::min(next, start_deadline_);
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count();
+  return static_cast<int>(std::max<int64_t>(left, 0));
+}
+
+void Supervisor::HandleSignals() {
+  for (int sig : signals_.Drain()) {
+    if (sig == SIGCHLD) continue;  // Reap() runs every round.
+    if (++interrupts_ == 1) {
+      Fail(std::string("received ") + SignalName(sig) + "; terminating all ranks", 128 + sig);
+    } else {
+      reporter_.Message(std::string("received ") + SignalName(sig) +
+                        " again; killing all ranks now");
+      SignalAll(teardown_.Kill(Clock::now()));
+    }
+  }
+}
+
+void Supervisor::Reap() {
+  for (int i = 0; i < 4096; ++i) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (RankProcess& r : ranks_)
+      if (r.pid == pid && r.running) OnRankExit(r, status);
+  }
+}
+
+void Supervisor::OnRankExit(RankProcess& r, int status) {
+  r.running = false;
+  // What the rank wrote before exiting is already in its pipes; print it first.
+  r.out.ReadAvailable();
+  r.err.ReadAvailable();
+  r.CloseStdin();
+  switch (teardown_.Judge(status, r.spec.remote && r.out.remote_pid() < 0)) {
+    case ExitVerdict::kUnreachable: {
+      const std::string& why = r.err.last_line();
+      return Fail("cannot reach host " + r.spec.host + " for rank " + std::to_string(r.rank()) +
+                      ": ssh exited with code 255" + (why.empty() ? "" : " (" + why + ")"),
+                  1);
+    }
+    case ExitVerdict::kSucceeded:
+      return reporter_.Verbose(r.Name() + " exited with code 0");
+    case ExitVerdict::kCause: {
+      // The survivors' runtimes read this when they lose the rank, and report it as the
+      // cause; they get kReportWindow to do so before the teardown.
+      const std::string why = r.Name() + " " + DescribeExit(status);
+      store_.Set(keys::kLauncherAbortReason, why);
+      return Fail(why, ExitCodeOf(status), /*let_others_report=*/true);
+    }
+    case ExitVerdict::kAfterFailure:
+      return reporter_.Message(r.Name() + " " + DescribeExit(status) + " after the failure above");
+    case ExitVerdict::kTerminated:
+      return reporter_.Message(r.Name() + " terminated by dprun (" + DescribeExit(status) + ")");
+  }
+}
+
+void Supervisor::Fail(const std::string& why, int exit_code, bool let_others_report) {
+  reporter_.Message(why);
+  SignalAll(teardown_.Fail(exit_code, let_others_report, Clock::now()));
+}
+
+void Supervisor::SignalAll(int sig) {
+  if (sig == 0) return;
+  for (RankProcess& r : ranks_) {
+    if (r.pid <= 0) continue;
+    if (r.spec.remote && sig == SIGTERM) {
+      r.CloseStdin();
+    } else {
+      ::kill(-r.pid, sig);
+      if (sig == SIGTERM) ::kill(-r.pid, SIGCONT);
+    }
+  }
+}
+
+// True while some rank runs or waits to be spawned.
+bool Supervisor::AnyRunning() const {
+  for (const RankProcess& r : ranks_)
+    if (r.running || r.pending) return true;
+  return false;
+}
+
+// Done when every rank is reaped, its pipes are closed and its group is empty.
+bool Supervisor::Finished() const {
+  for (const RankProcess& r : ranks_)
+    if (r.running || r.out.is_open() || r.err.is_open()) return false;
+  for (const RankProcess& r : ranks_)
+    if (r.GroupAlive()) return false;
+  return true;
+}
+
+}  // namespace launcher
+}  // namespace hvd

@@ -1,0 +1,91 @@
+// Supervisor: runs a job's ranks from their spawn to their end, in one poll loop on the
+// launcher's thread.
+//
+// Run() spawns the ranks (RanksToSpawn paces remote logins), then loops, waking at
+// least every kMaxPoll, until every rank is reaped, its pipes are drained and its
+// process group is empty. Each round it:
+//   - checks the deadlines: the start timeout (a running rank that has not set
+//     hvd/started/<rank> in the store fails the job, exit status 1) and the teardown's
+//     (teardown.h);
+//   - spawns the ranks still pending, while the job runs;
+//   - relays the ranks' output lines (rank_output.h);
+//   - acts on dprun's signals (signal_scope.h): a first SIGINT or SIGTERM fails the job
+//     (exit status 128 + the signal) and starts the teardown; a second one sends SIGKILL;
+//   - reaps every child that has exited, ranks and adopted orphans alike, and reports
+//     each rank's exit as the teardown judges it. The cause is also stored under
+//     keys::kLauncherAbortReason, where the other ranks' runtimes look when they lose a
+//     peer, so each reports the real cause.
+// A signal goes to each rank's process group: the rank and whatever it started. SIGTERM
+// comes with SIGCONT, so a stopped (frozen) rank acts on it now; for a remote rank,
+// SIGTERM is the close of its ssh's stdin (remote_spawner.h) and SIGKILL goes to its ssh.
+// Once every rank has exited, whatever they left running is terminated the same way.
+//
+// The supervisor owns the calling process's children while it runs: it reaps any child
+// that exits. It uses the store and the signals it is given, which must outlive it.
+#ifndef HVD_CONTROLLER_LAUNCHER_SUPERVISOR_H_
+#define HVD_CONTROLLER_LAUNCHER_SUPERVISOR_H_
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "controller/launcher/job_report.h"
+#include "controller/launcher/launcher_options.h"
+#include "controller/launcher/rank_process.h"
+#include "controller/launcher/signal_scope.h"
+#include "controller/launcher/teardown.h"
+#include "controller/store/store.h"
+
+namespace hvd {
+namespace launcher {
+
+// The supervising loop wakes at least this often.
+constexpr std::chrono::milliseconds kMaxPoll{100};
+
+class Supervisor {
+ public:
+  // Relayed stdout lines go to `out_fd`; stderr lines and dprun's messages to the
+  // reporter's fd. `signals` must be initialised.
+  Supervisor(const LauncherOptions& options, std::vector<RankSpec> ranks, RankCommand command,
+             SignalScope& signals, Store& store, int out_fd, const Reporter& reporter);
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Runs the job to its end, closes every rank's streams and returns dprun's exit
+  // status: 0, or the cause's (see Teardown::Judge and the header comment).
+  int Run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  void Loop();
+  void SpawnPending();
+  void CheckDeadlines(Clock::time_point now);
+  void CheckStarted();
+  int PollTimeoutMs() const;
+  void HandleSignals();
+  void Reap();
+  void OnRankExit(RankProcess& r, int status);
+  // Reports `why` and hands the failure to the teardown.
+  void Fail(const std::string& why, int exit_code, bool let_others_report = false);
+  void SignalAll(int sig);
+  bool AnyRunning() const;
+  bool Finished() const;
+
+  const LauncherOptions& options_;
+  std::vector<RankProcess> ranks_;
+  const RankCommand command_;
+  SignalScope& signals_;
+  Store& store_;
+  const int out_fd_;
+  const Reporter& reporter_;
+  Teardown teardown_;
+  int interrupts_ = 0;
+  bool start_check_pending_ = false;
+  Clock::time_point start_deadline_;
+};
+
+}  // namespace launcher
+}  // namespace hvd
+
+#endif  // HVD_CONTROLLER_LAUNCHER_SUPERVISOR_H_
