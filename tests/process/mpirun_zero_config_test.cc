@@ -59,9 +59,9 @@ TEST(MpirunZeroConfig, PythonProgram) {
   if (!HaveMpirun()) GTEST_SKIP() << "Open MPI (mpirun) is not installed";
   if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
   const std::string code =
-      "import numpy as np, hvd.numpy as hvd; hvd.init(); "
+      "import os, numpy as np, hvd.numpy as hvd; hvd.init(); "
       "s = hvd.allreduce(np.full(3, hvd.rank() + 1.0), op=hvd.Sum); "
-      "print('py rank', hvd.rank(), 'of', hvd.size(), 'sum', s.tolist())";
+      "os.write(1, ('py rank %d of %d sum %s\\n' % (hvd.rank(), hvd.size(), s.tolist())).encode())";
   const CommandResult r =
       Mpirun("-x HVD_LIBRARY=" + std::string(HVD_BUILD_DIR) + "/libhvd.so -x PYTHONPATH=" +
                  std::string(HVD_SOURCE_DIR) + "/bindings/python ",
