@@ -126,7 +126,8 @@ Status NcclOps::Finish(const std::string& what, const std::vector<TensorEntry*>&
   for (const TensorEntry* entry : entries)
     if (entry != nullptr) works.push_back(entry->work);
   finalizer_->Push(done, what, [works](const Status& s) {
-    for (const auto& w : works) w->Complete(s);
+    CompletionBatch batch;
+    for (const auto& w : works) batch.Complete(w.get(), s);
   });
   return Status::OK();
 }

@@ -158,8 +158,9 @@ Status StagingOps::CopyBack(const Response& r, const std::vector<TensorEntry*>& 
   }
   // The staged results (host memory) must outlive the copies.
   HVD_CUDA_RETURN(cudaStreamSynchronize(stream_), "copying results to the device");
+  CompletionBatch batch;
   for (int i = 0; i < n; ++i)
-    if (entries[i] != nullptr) entries[i]->work->Complete(statuses[i]);
+    if (entries[i] != nullptr) batch.Complete(entries[i]->work.get(), statuses[i]);
   return Status::OK();
 }
 

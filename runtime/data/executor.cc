@@ -23,8 +23,9 @@ uint8_t* FusionBuffer::Get(size_t bytes) {
 }
 
 void CompleteAll(const std::vector<TensorEntry*>& entries, const Status& status) {
+  CompletionBatch batch;
   for (TensorEntry* e : entries)
-    if (e != nullptr) e->work->Complete(status);
+    if (e != nullptr) batch.Complete(e->work.get(), status);
 }
 
 Status Executor::Execute(const Response& r, const std::vector<TensorEntry*>& entries) {
@@ -116,6 +117,7 @@ Status Executor::Allreduce(const Response& r, const std::vector<TensorEntry*>& e
 
   Mark(r, Phase::kCopyOut, true);
   offset = 0;
+  CompletionBatch batch;  // each tensor done once copied out; sleepers woken together
   for (int i = 0; i < n; ++i) {
     const int64_t count = r.counts[i];
     uint8_t* src = direct ? buf : buf + offset * elem;
@@ -123,8 +125,9 @@ Status Executor::Allreduce(const Response& r, const std::vector<TensorEntry*>& e
     if (entries[i] == nullptr) continue;
     if (op == ReduceOp::kAverage) DivideBuffer(dtype, src, count, divisor);
     ScaledCopy(dtype, entries[i]->output, src, count, r.postscale_factor);
-    entries[i]->work->Complete(Status::OK());
+    batch.Complete(entries[i]->work.get(), Status::OK());
   }
+  batch.Wake();
   Mark(r, Phase::kCopyOut, false);
   return Status::OK();
 }
@@ -151,7 +154,7 @@ Status Executor::AllreducePieces(const Response& r, const std::vector<TensorEntr
   Status s = backend_->AllreducePieces(pieces, dtype, op, finish);
   Mark(r, Phase::kCollective, false);
   if (!s.ok()) return s.Prepend(AllreduceWhat(r));
-  for (TensorEntry* e : entries) e->work->Complete(Status::OK());
+  CompleteAll(entries, Status::OK());
   return Status::OK();
 }
 
@@ -201,13 +204,15 @@ Status Executor::AllreduceAdasum(const Response& r, const std::vector<TensorEntr
 
   Mark(r, Phase::kCopyOut, true);
   int64_t offset = 0;
+  CompletionBatch batch;
   for (int i = 0; i < n; ++i) {
     const uint8_t* src = gathered + offset * elem;
     offset += counts[i];
     if (entries[i] == nullptr) continue;
     ScaledCopy(dtype, entries[i]->output, src, counts[i], r.postscale_factor);
-    entries[i]->work->Complete(Status::OK());
+    batch.Complete(entries[i]->work.get(), Status::OK());
   }
+  batch.Wake();
   Mark(r, Phase::kCopyOut, false);
   return Status::OK();
 }
@@ -255,6 +260,7 @@ Status Executor::Allgather(const Response& r, const std::vector<TensorEntry*>& e
   if (!s.ok()) return s.Prepend("allgather of '" + r.names[0] + "'");
 
   Mark(r, Phase::kCopyOut, true);
+  CompletionBatch batch;
   std::vector<int64_t> seg_start(size, 0);
   for (int rank = 1; rank < size; ++rank) seg_start[rank] = seg_start[rank - 1] + bytes_per_rank[rank - 1];
   std::vector<int64_t> within(size, 0);  // offset of tensor i inside each rank's segment
@@ -274,10 +280,11 @@ Status Executor::Allgather(const Response& r, const std::vector<TensorEntry*>& e
         }
       }
       e->work->result_shape() = WithFirstDim(e->shape, rows);
-      e->work->Complete(Status::OK());
+      batch.Complete(e->work.get(), Status::OK());
     }
     for (int rank = 0; rank < size; ++rank) within[rank] += block(i, rank);
   }
+  batch.Wake();
   Mark(r, Phase::kCopyOut, false);
   return Status::OK();
 }

@@ -101,7 +101,8 @@ void TensorQueue::FailAll(const Status& status, bool refuse_new) {
     new_.clear();
     if (refuse_new) refusal_ = status;
   }
-  for (auto& [name, e] : failed) e.work->Complete(status);
+  CompletionBatch batch;
+  for (auto& [name, e] : failed) batch.Complete(e.work.get(), status);
 }
 
 size_t TensorQueue::size() const {

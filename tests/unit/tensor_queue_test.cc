@@ -480,5 +480,46 @@ TEST(WorkTest, ResultsDefaults) {
   EXPECT_EQ(w.scalar_result(), 2);
 }
 
+// A batch's Works are done as soon as it completes them; a caller asleep on the
+// first is woken only when the batch wakes, and then finds every one done, so a
+// loop over a step's handles sleeps once, not once per tensor.
+TEST(CompletionBatchTest, ASleeperWokenByTheBatchFindsEveryWorkDone) {
+  constexpr int kWorks = 50;
+  std::vector<std::shared_ptr<Work>> works;
+  for (int i = 0; i < kWorks; ++i) works.push_back(std::make_shared<Work>("t" + std::to_string(i)));
+  std::atomic<int> done_when_woken{-1};
+  std::thread waiter([&] {
+    EXPECT_TRUE(works[0]->Wait(milliseconds(-1)).ok());
+    int done = 0;
+    for (const auto& w : works) done += w->Poll() ? 1 : 0;
+    done_when_woken = done;
+  });
+  std::this_thread::sleep_for(milliseconds(50));  // the waiter is asleep by now
+  {
+    CompletionBatch batch;
+    batch.Complete(works[0].get(), Status::OK());
+    EXPECT_TRUE(works[0]->Poll());
+    std::this_thread::sleep_for(milliseconds(20));  // a woken waiter would look now
+    for (int i = 1; i < kWorks; ++i) batch.Complete(works[i].get(), Status::OK());
+  }  // wakes the waiter
+  waiter.join();
+  EXPECT_EQ(done_when_woken.load(), kWorks);
+}
+
+TEST(CompletionBatchTest, StatusesAreKeptAndTheFirstCompletionWins) {
+  Work a("a"), b("b");
+  b.Complete(Status::Timeout("earlier"));
+  {
+    CompletionBatch batch;
+    batch.Complete(&a, Status::Mismatch("shapes differ"));
+    batch.Complete(&b, Status::OK());
+    batch.Wake();
+    batch.Wake();  // nothing left to wake
+  }
+  EXPECT_EQ(a.Wait(milliseconds(0)).code(), StatusCode::kMismatch);
+  EXPECT_EQ(a.Wait(milliseconds(0)).message(), "shapes differ");
+  EXPECT_EQ(b.Wait(milliseconds(0)).code(), StatusCode::kTimeout);
+}
+
 }  // namespace
 }  // namespace hvd
