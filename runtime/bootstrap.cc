@@ -1,15 +1,67 @@
 #include "runtime/bootstrap.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "controller/store/net_address.h"
 #include "runtime/common/job_keys.h"
 #include "runtime/runtime.h"
 
 namespace hvd {
+
+namespace {
+
+// A failed start under dprun: if dprun saw a rank die, that is the cause to report
+// (a peer's closed socket, or a wait it ended, rarely says which rank or how).
+Status NameLostRank(const Status& failed, int rank, Store& launcher_store) {
+  if (failed.code() != StatusCode::kRemoteError && failed.code() != StatusCode::kTimeout &&
+      failed.code() != StatusCode::kInternal)
+    return failed;
+  std::string reason;
+  if (!launcher_store.Get(keys::kLauncherAbortReason, std::chrono::milliseconds(1000), &reason)
+           .ok() ||
+      reason.empty())
+    return failed;
+  const std::string seen = "rank " + std::to_string(rank) + " in hvd_init";
+  if (failed.message().find(reason) != std::string::npos)
+    return Status::RemoteError(reason + " (" + seen + ")");
+  return Status::RemoteError(reason + " (" + seen + " saw: " + failed.message() + ")");
+}
+
+// The heartbeat lost dprun's store. If the store takes no new connection either,
+// dprun is gone, and nobody will end this rank: it ends itself, as dprun's teardown
+// would (SIGTERM, then SIGKILL after kOrphanGrace). A rank started through a wrapper
+// (sh -c) gets no signal when dprun dies, and one that prints nothing never meets a
+// closed pipe, so without this it would run on. If the store still answers, only
+// this connection broke: the rank carries on without a heartbeat.
+void EndIfLauncherGone(const std::string& addr, const std::string& secret, int rank,
+                       const Status& why) {
+  std::string host;
+  int port = 0;
+  std::shared_ptr<Store> probe;
+  if (ParseHostPort(addr, &host, &port).ok() &&
+      ConnectTcpStore(host, port, secret, std::chrono::milliseconds(2000), &probe).ok()) {
+    std::fprintf(stderr,
+                 "hvd: rank %d: the heartbeat lost its connection to the store (%s), which "
+                 "still answers; the heartbeat stops\n",
+                 rank, why.message().c_str());
+    return;
+  }
+  std::fprintf(stderr,
+               "hvd: rank %d: the launcher is gone: its store takes no connection (%s); this "
+               "rank ends (SIGTERM, then SIGKILL after %d s)\n",
+               rank, why.message().c_str(), static_cast<int>(kOrphanGrace.count()));
+  ::kill(::getpid(), SIGTERM);
+  std::this_thread::sleep_for(kOrphanGrace);
+  ::kill(::getpid(), SIGKILL);
+}
+
+}  // namespace
 
 Bootstrap::Bootstrap(BootstrapEnv env) : env_(std::move(env)) {
   if (!env_.getenv) env_.getenv = [](const char* name) -> const char* { return ::getenv(name); };
@@ -28,11 +80,26 @@ Status Bootstrap::Start(std::unique_ptr<Runtime>* out) {
   std::shared_ptr<Store> store;
   HVD_RETURN_IF_ERROR(OpenJobStore(launch, options, &store_server_, &store));
   const std::string scope = keys::InitScope(options.job_id, generation_);
-  HVD_RETURN_IF_ERROR(ExchangeCrossRanks(launch, *NewPrefixStore(store, scope), &options));
+  // dprun (no other launcher, a store to connect to) records a rank that dies in
+  // keys::kLauncherAbortReason: the waits of this start end on it, naming that rank,
+  // rather than at HVD_TIMEOUT.
+  const bool under_dprun = launch.launcher.empty() && !options.store_addr.empty();
+  std::shared_ptr<Store> scoped = NewPrefixStore(store, scope);
+  if (under_dprun)
+    scoped = NewAbortableStore(scoped, store, keys::kLauncherAbortReason, kLauncherCheckPeriod);
+  HVD_RETURN_IF_ERROR(ExchangeCrossRanks(launch, *scoped, &options));
   if (!options.gloo_iface.empty() && env_.getenv("NCCL_SOCKET_IFNAME") == nullptr)
     env_.setenv("NCCL_SOCKET_IFNAME", options.gloo_iface.c_str());
   std::unique_ptr<Runtime> runtime;
-  HVD_RETURN_IF_ERROR(Runtime::Create(options, NewPrefixStore(store, scope), &runtime, store));
+  Status created = Runtime::Create(options, scoped, &runtime, store);
+  if (!created.ok()) return under_dprun ? NameLostRank(created, options.rank, *store) : created;
+  if (under_dprun) {
+    const std::string addr = options.store_addr, secret = options.store_secret;
+    const int rank = options.rank;
+    runtime->OnStoreLost([addr, secret, rank](const Status& why) {
+      EndIfLauncherGone(addr, secret, rank, why);
+    });
+  }
   HVD_RETURN_IF_ERROR(store->Set(keys::Started(options.rank), std::to_string(::getpid())));
   for (const auto& ranks : options.process_sets) {
     int id = 0;

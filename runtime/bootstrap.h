@@ -10,6 +10,9 @@
 //   6. NCCL_SOCKET_IFNAME defaults to HVD_GLOO_IFACE (--network-interface), unless
 //      NCCL's own variable is set;
 //   7. Runtime::Create in this start's scope, keys::InitScope(job_id, generation);
+//      under dprun its waits also end when dprun records a dead rank, and a failed
+//      start names that rank (NewAbortableStore, keys::kLauncherAbortReason); and a
+//      rank whose dprun dies ends itself (Runtime::OnStoreLost);
 //   8. keys::Started(rank) := the pid, in the launcher's view (dprun's
 //      --start-timeout waits for it);
 //   9. the process sets of HVD_PROCESS_SETS, in order (ids 1, 2, ...).
@@ -18,6 +21,7 @@
 #ifndef HVD_RUNTIME_BOOTSTRAP_H_
 #define HVD_RUNTIME_BOOTSTRAP_H_
 
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -30,6 +34,11 @@
 namespace hvd {
 
 class Runtime;
+
+// Under dprun, how often a wait of hvd_init looks for a rank that died.
+constexpr std::chrono::milliseconds kLauncherCheckPeriod{250};
+// A rank whose launcher died gets this long between its SIGTERM and its SIGKILL.
+constexpr std::chrono::seconds kOrphanGrace{5};
 
 // The process environment as Bootstrap sees it.
 struct BootstrapEnv {

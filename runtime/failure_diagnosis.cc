@@ -47,14 +47,27 @@ void FailureDiagnosis::StopHeartbeat() {
   if (heartbeat_.joinable()) heartbeat_.join();
 }
 
+void FailureDiagnosis::SetStoreLostHandler(std::function<void(const Status&)> handler) {
+  std::lock_guard<std::mutex> lock(mu_);
+  store_lost_ = std::move(handler);
+}
+
 void FailureDiagnosis::Heartbeat() {
   const std::string key = keys::Alive(rank_);
   int64_t beats = 0;
   std::unique_lock<std::mutex> lock(mu_);
   while (!heartbeat_stop_) {
     lock.unlock();
-    if (!store_->Add(key, 1, &beats).ok()) return;  // The store is gone: nothing to tell.
+    const Status beat = store_->Add(key, 1, &beats);
     lock.lock();
+    if (!beat.ok() && store_lost_ && !heartbeat_stop_) {
+      // The store is gone: nothing left to tell the others; the handler decides
+      // what it means for this process.
+      auto handler = store_lost_;
+      lock.unlock();
+      handler(beat);
+      return;
+    }
     cv_.wait_for(lock, std::chrono::milliseconds(500), [&] { return heartbeat_stop_; });
   }
 }
@@ -101,12 +114,22 @@ Status FailureDiagnosis::Diagnose(const Status& status) {
   return Status(status.code(), "rank " + std::to_string(rank_) + ": " + status.message());
 }
 
+void FailureDiagnosis::RecordJobFailure(const Status& failure) {
+  int64_t order = 0;
+  if (!launcher_store_ || !launcher_store_->Add(keys::kJobFailureCount, 1, &order).ok() ||
+      order != 1)
+    return;
+  launcher_store_->Set(keys::kJobFailure,
+                       std::string(StatusCodeName(failure.code())) + ": " + failure.message());
+}
+
 Status FailureDiagnosis::AgreeOnFirstFailure(const Status& mine) {
   int64_t order = 0;
   if (!store_->Add(keys::kAbortCount, 1, &order).ok()) return mine;
   if (order == 1) {
     store_->Set(keys::kAbortReason,
                 std::to_string(static_cast<int>(mine.code())) + " " + mine.message());
+    RecordJobFailure(mine);
     return mine;
   }
   std::string reason;

@@ -9,7 +9,9 @@
 //     ranks whose heartbeat stopped, else this rank's own view.
 //   - AgreeOnFirstFailure: the first rank to fail records its diagnosis in the
 //     store (keys::kAbortCount, keys::kAbortReason); the others report that one as
-//     the cause and what they saw themselves after it.
+//     the cause and what they saw themselves after it. It is also left where the
+//     launcher looks (keys::kJobFailure), so dprun's cause line names it rather than
+//     the first rank to exit because of it.
 // Store calls are bounded; when the store is gone each rank's own view stands.
 //
 // Ownership and threads. The stores are shared with the runtime. Diagnose and
@@ -19,6 +21,7 @@
 #define HVD_RUNTIME_FAILURE_DIAGNOSIS_H_
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -43,6 +46,10 @@ class FailureDiagnosis {
 
   // Starts the heartbeat thread ("hvd-heartbeat"); nothing for a job of one rank.
   void StartHeartbeat();
+  // Called once, on the heartbeat thread, when a beat fails: the job's store is gone
+  // or unreachable (the heartbeat then stops). Until one is set, the heartbeat keeps
+  // trying. May be set at any time.
+  void SetStoreLostHandler(std::function<void(const Status&)> handler);
   // Stops it, waiting for the thread. Idempotent.
   void StopHeartbeat();
 
@@ -54,6 +61,11 @@ class FailureDiagnosis {
   // `mine` when it was first (or the store failed), else the first one's code and
   // message followed by "[the job's first failure; then <mine>]".
   Status AgreeOnFirstFailure(const Status& mine);
+
+  // Leaves `failure` for the launcher (keys::kJobFailure) unless a failure is there
+  // already: one the job cannot continue after (AgreeOnFirstFailure's, or a tensor
+  // failed because a rank has shut down).
+  void RecordJobFailure(const Status& failure);
 
   // The ranks other than this one whose heartbeat did not move within ~1.5 s
   // (a rank whose counter the store could not read is left out). Blocks that long.
@@ -70,6 +82,7 @@ class FailureDiagnosis {
   std::mutex mu_;
   std::condition_variable cv_;
   bool heartbeat_stop_ = false;  // guarded by mu_
+  std::function<void(const Status&)> store_lost_;  // guarded by mu_
 };
 
 }  // namespace hvd

@@ -404,6 +404,12 @@ Status Runtime::ExecuteResponse(Communicator* comm, const proto::Response& wire)
       comm->ready_at.erase(it);
     }
   }
+  // A tensor that failed because a rank has shut down, or that stalled past
+  // HVD_STALL_SHUTDOWN_TIME, leaves the job unable to go on: dprun's cause line names
+  // it (recorded before any caller can see the error and exit).
+  if (response.type == ResponseType::kError &&
+      (response.error_code == StatusCode::kShutDown || response.error_code == StatusCode::kTimeout))
+    diagnosis_.RecordJobFailure(Status(response.error_code, response.error_message));
   Status s = comm->executor->Execute(response, entries);
   if (!s.ok()) {
     Fail(s);

@@ -139,6 +139,13 @@ class Runtime {
   // OK while the loop is healthy; its failure after it failed.
   Status LoopStatus() const;
 
+  // `handler` runs once, on the heartbeat thread, if the job's store stops answering
+  // while the runtime runs (see FailureDiagnosis::SetStoreLostHandler). Bootstrap
+  // uses it to end a rank whose launcher died. Thread-safe.
+  void OnStoreLost(std::function<void(const Status&)> handler) {
+    diagnosis_.SetStoreLostHandler(std::move(handler));
+  }
+
   // The negotiation counters of `process_set` as of its last cycle.
   Controller::Stats NegotiationStats(int process_set) const;
 

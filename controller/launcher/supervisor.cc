@@ -157,11 +157,18 @@ void Supervisor::OnRankExit(RankProcess& r, int status) {
                   1);
     }
     case ExitVerdict::kSucceeded:
-      return reporter_.Verbose(r.Name() + " exited with code 0");
+      reporter_.Verbose(r.Name() + " exited with code 0");
+      // Before the others: if they fail for want of it, this is why. The survivors'
+      // runtimes read it as they read a crash (below).
+      if (left_early_.empty() && teardown_.phase() == Teardown::Phase::kRunning && AnyRunning()) {
+        left_early_ = r.Name() + " exited with code 0 while the job ran";
+        store_.Set(keys::kLauncherAbortReason, left_early_);
+      }
+      return;
     case ExitVerdict::kCause: {
       // The survivors' runtimes read this when they lose the rank, and report it as the
       // cause; they get kReportWindow to do so before the teardown.
-      const std::string why = r.Name() + " " + DescribeExit(status);
+      const std::string why = CauseOf(r, status);
       store_.Set(keys::kLauncherAbortReason, why);
       return Fail(why, ExitCodeOf(status), /*let_others_report=*/true);
     }
@@ -170,6 +177,19 @@ void Supervisor::OnRankExit(RankProcess& r, int status) {
     case ExitVerdict::kTerminated:
       return reporter_.Message(r.Name() + " terminated by dprun (" + DescribeExit(status) + ")");
   }
+}
+
+// The first failing exit is the job's cause, unless the runtimes already agreed on an
+// earlier one (a frozen rank, a rank that left): then that one is, and this exit
+// follows from it.
+std::string Supervisor::CauseOf(const RankProcess& r, int status) {
+  const std::string exit = r.Name() + " " + DescribeExit(status);
+  std::string failure;
+  if (store_.Get(keys::kJobFailure, std::chrono::milliseconds(0), &failure).ok() &&
+      !failure.empty())
+    return "the job failed: " + failure + "; then " + exit;
+  if (!left_early_.empty()) return exit + ", after " + left_early_;
+  return exit;
 }
 
 void Supervisor::Fail(const std::string& why, int exit_code, bool let_others_report) {

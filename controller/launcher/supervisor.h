@@ -14,7 +14,10 @@
 //   - reaps every child that has exited, ranks and adopted orphans alike, and reports
 //     each rank's exit as the teardown judges it. The cause is also stored under
 //     keys::kLauncherAbortReason, where the other ranks' runtimes look when they lose a
-//     peer, so each reports the real cause.
+//     peer, so each reports the real cause; so is a rank's exit with code 0 while
+//     others still run. The cause line names the failure the runtimes agreed on
+//     (keys::kJobFailure: a frozen rank, a rank that left) when there is one, else the
+//     first failing exit, after the rank that left early if one did.
 // A signal goes to each rank's process group: the rank and whatever it started. SIGTERM
 // comes with SIGCONT, so a stopped (frozen) rank acts on it now; for a remote rank,
 // SIGTERM is the close of its ssh's stdin (remote_spawner.h) and SIGKILL goes to its ssh.
@@ -66,6 +69,7 @@ class Supervisor {
   void HandleSignals();
   void Reap();
   void OnRankExit(RankProcess& r, int status);
+  std::string CauseOf(const RankProcess& r, int status);
   // Reports `why` and hands the failure to the teardown.
   void Fail(const std::string& why, int exit_code, bool let_others_report = false);
   void SignalAll(int sig);
@@ -81,6 +85,8 @@ class Supervisor {
   const Reporter& reporter_;
   Teardown teardown_;
   int interrupts_ = 0;
+  // The first rank that exited with code 0 while others still ran, described.
+  std::string left_early_;
   bool start_check_pending_ = false;
   Clock::time_point start_deadline_;
 };

@@ -56,6 +56,17 @@ std::shared_ptr<Store> NewInMemoryStore();
 // re-initialisation use it so their keys never collide.
 std::shared_ptr<Store> NewPrefixStore(std::shared_ptr<Store> base, const std::string& prefix);
 
+// A view of `base` whose waits also end when `abort_key` appears in `watch`: Get and
+// Wait wait in slices of at most `slice`, and between two slices look for that key
+// (one round trip). If it holds a non-empty value, the wait returns kRemoteError with
+// that value as its message. Other calls forward unchanged. hvd_init waits for every
+// rank through such a view, so a rank that dies during init (dprun records how under
+// keys::kLauncherAbortReason) ends the others' waits at once, naming it, instead of
+// after HVD_TIMEOUT.
+std::shared_ptr<Store> NewAbortableStore(std::shared_ptr<Store> base, std::shared_ptr<Store> watch,
+                                         const std::string& abort_key,
+                                         std::chrono::milliseconds slice);
+
 }  // namespace hvd
 
 #endif  // HVD_CONTROLLER_STORE_STORE_H_

@@ -9,6 +9,8 @@
 //                            dprun's --start-timeout waits for it
 //     hvd/abort/reason       set by dprun: the first rank that died and how
 //     hvd/straggler_report   set by rank 0 at shutdown for dprun --straggler-report
+//     hvd/failure            set by the first rank to fail: "<status>: <cause>", as
+//                            every rank reports it; dprun's cause line names it
 //
 //   a runtime's scope, "<job_id>/init<generation>/" (InitScope): everything one
 //   hvd_init's ranks exchange, so a later hvd_init in the same job never reads an
@@ -32,6 +34,8 @@ namespace keys {
 inline std::string Started(int rank) { return "hvd/started/" + std::to_string(rank); }
 constexpr char kLauncherAbortReason[] = "hvd/abort/reason";
 constexpr char kStragglerReport[] = "hvd/straggler_report";
+constexpr char kJobFailure[] = "hvd/failure";
+constexpr char kJobFailureCount[] = "hvd/failure/count";  // the first to add 1 sets kJobFailure
 
 // --- A runtime's scope.
 inline std::string InitScope(const std::string& job_id, int generation) {

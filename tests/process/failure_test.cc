@@ -3,11 +3,18 @@
 // The bounds are generous: these run on small, loaded machines.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "tests/job_runner.h"
 
@@ -115,10 +122,133 @@ TEST(Failure, FrozenRankTimesOutTheOthersAndIsNamed) {
   EXPECT_TRUE(std::regex_search(
       job.out(), m, std::regex("failed at step [0-9]+: HVD_TIMEOUT: rank 1 is gone or frozen")))
       << job.out();
+  // dprun's cause line names the frozen rank, as the ranks agreed, not the first rank
+  // to exit because of it.
+  EXPECT_TRUE(std::regex_search(
+      job.out(), m, std::regex("\ndprun: the job failed: HVD_TIMEOUT: rank 1 is gone or frozen[^\n]*; "
+                               "then rank [02] \\(pid [0-9]+\\) exited with code 1\n")))
+      << job.out();
   // The frozen rank is continued with its SIGTERM, so it need not wait for SIGKILL.
   EXPECT_THAT(job.out(), HasSubstr("dprun: rank 1 (pid " + std::to_string(pids[1]) +
                                    ") terminated by dprun (was killed by signal 15"));
   for (int pid : pids) EXPECT_FALSE(Alive(pid)) << "pid " << pid << " left behind";
+}
+
+// A rank that leaves early (exits with code 0, or shuts down, while the others still
+// all-reduce): the others fail naming it, and so does dprun's cause line.
+TEST(Failure, ARankThatLeavesEarlyIsNamedAsTheCause) {
+  struct Case {
+    const char* how;
+    std::string rank_error;  // what the others report
+    std::string cause;       // dprun's cause line, up to "; then"
+  };
+  const std::vector<Case> cases = {
+      {"exit", "HVD_REMOTE_ERROR: rank 1 \\(pid [0-9]+\\) exited with code 0 while the job ran",
+       "dprun: the job failed: HVD_REMOTE_ERROR: rank 1 \\(pid [0-9]+\\) exited with code 0 "
+       "while the job ran"},
+      {"shutdown", "HVD_SHUT_DOWN: tensor 'loop' can no longer complete: rank 1 has shut down",
+       "dprun: the job failed: HVD_SHUT_DOWN: tensor 'loop' can no longer complete: rank 1 has "
+       "shut down"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.how);
+    JobRunner job(JobRunner::Shell(kDprun + " -np 3 " + kLoopJob + " 100000"),
+                  Merged({std::string("LOOP_LEAVE=1:30:") + c.how, "HVD_TIMEOUT=10"}));
+    const int code = WaitExit(job, std::chrono::seconds(60));
+    ASSERT_NE(code, -1) << "dprun did not exit within 60 s:\n" << job.out();
+    EXPECT_EQ(code, 1) << job.out();
+    for (int r : {0, 2}) {
+      const std::string rank = std::to_string(r);
+      EXPECT_TRUE(std::regex_search(job.out(), std::regex("\\[" + rank + "\\]<stdout>:rank " + rank +
+                                                          " failed at step 30: " + c.rank_error)))
+          << job.out();
+    }
+    EXPECT_TRUE(std::regex_search(
+        job.out(), std::regex("\n" + c.cause + "[^\n]*; then rank [02] \\(pid [0-9]+\\) exited with code 1\n")))
+        << job.out();
+  }
+}
+
+// Every process whose command line holds `marker`.
+std::vector<int> PidsWithMarker(const std::string& marker) {
+  std::vector<int> pids;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return pids;
+  while (dirent* d = readdir(proc)) {
+    const int pid = std::atoi(d->d_name);
+    if (pid <= 0 || pid == getpid()) continue;
+    std::ifstream f("/proc/" + std::string(d->d_name) + "/cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (cmdline.find(marker) != std::string::npos && hvd::testing::ProcessAlive(pid))
+      pids.push_back(pid);
+  }
+  closedir(proc);
+  return pids;
+}
+
+// dprun SIGKILLed while its ranks run under a wrapper (sh -c) and print nothing: no
+// signal reaches them and no pipe breaks, yet each ends itself within seconds, and no
+// process of the job is left.
+TEST(Failure, RanksUnderAWrapperEndThemselvesWhenDprunIsKilled) {
+  char dir_template[] = "/tmp/hvd-orphans-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  JobRunner job({kDprun, "-np", "3", "sh", "-c",
+                 kLoopJob + " 100000000 -1 0 " + dir + " >" + dir + "/out.$HVD_RANK 2>&1; true"},
+                Merged({}));
+  auto file_of = [&](int r) {
+    std::ifstream f(dir + "/out." + std::to_string(r));
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  for (int r = 0; r < 3; ++r) {
+    while (Clock::now() < deadline && file_of(r).find("step 10\n") == std::string::npos)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_NE(file_of(r).find("step 10\n"), std::string::npos) << "rank " << r << ": " << file_of(r);
+  }
+  ASSERT_EQ(PidsWithMarker(dir).size(), 7u) << "dprun, 3 wrappers and 3 ranks";
+  job.Signal(SIGKILL);
+  ASSERT_TRUE(job.Wait(std::chrono::seconds(10)));
+  const auto killed_at = Clock::now();
+  std::vector<int> left = PidsWithMarker(dir);
+  while (!left.empty() && SecondsSince(killed_at) < 20) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = PidsWithMarker(dir);
+  }
+  for (int pid : left) kill(pid, SIGKILL);  // leave nothing behind, even on failure
+  EXPECT_TRUE(left.empty()) << left.size() << " process(es) still running 20 s after dprun died";
+  // Heartbeat (0.5 s) + the check that the store is really gone (2 s) + SIGTERM.
+  EXPECT_LT(SecondsSince(killed_at), 10.0);
+  for (int r = 0; r < 3; ++r)
+    EXPECT_THAT(file_of(r), HasSubstr("hvd: rank " + std::to_string(r) +
+                                      ": the launcher is gone: its store takes no connection"));
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// A rank killed while the others are in hvd_init: each of them fails hvd_init naming
+// it, at once (not after HVD_TIMEOUT), over shared memory and over Gloo.
+TEST(Failure, RankKilledDuringInitIsNamedByTheOthers) {
+  for (const char* ops : {"shm", "gloo"}) {
+    SCOPED_TRACE(ops);
+    JobRunner job({kDprun, "-np", "3", "sh", "-c",
+                   "if [ \"$HVD_RANK\" = 2 ]; then sleep 0.3; kill -9 $$; fi; exec " + kLoopJob +
+                       " 100"},
+                  Merged({std::string("HVD_CPU_OPERATIONS=") + ops, "HVD_TIMEOUT=60"}));
+    const int code = WaitExit(job, std::chrono::seconds(30));
+    ASSERT_NE(code, -1) << job.out();
+    EXPECT_EQ(code, 128 + SIGKILL) << job.out();
+    EXPECT_LT(job.seconds(), 15.0) << job.out();
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(job.out(), m,
+                                  std::regex("dprun: rank 2 \\(pid ([0-9]+)\\) was killed by signal 9")))
+        << job.out();
+    for (int r : {0, 1}) {
+      const std::string rank = std::to_string(r);
+      EXPECT_THAT(job.out(), HasSubstr("[" + rank + "]<stdout>:init failed: rank 2 (pid " +
+                                       m[1].str() + ") was killed by signal 9 (Killed) (rank " +
+                                       rank + " in hvd_init"))
+          << job.out();
+    }
+  }
 }
 
 }  // namespace
