@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "runtime/common/job_keys.h"
+#include "runtime/common/sigpipe_guard.h"
 #include "runtime/data/device_ops.h"
 #include "runtime/transport/gloo/gloo_backend.h"
 
@@ -36,9 +37,11 @@ CommunicatorFactory::CommunicatorFactory(const RuntimeOptions& options,
 
 Status CommunicatorFactory::Create(const RuntimeOptions& options, std::shared_ptr<Store> store,
                                    StragglerTracker* straggler, const ActiveTimeline* timeline,
-                                   std::unique_ptr<CommunicatorFactory>* out) {
+                                   std::unique_ptr<CommunicatorFactory>* out,
+                                   std::function<Status()> interrupt) {
   std::unique_ptr<CommunicatorFactory> f(
       new CommunicatorFactory(options, std::move(store), straggler, timeline));
+  f->interrupt_ = std::move(interrupt);
   HVD_RETURN_IF_ERROR(CreateGlooDevice(options.gloo_hostname, options.gloo_iface, &f->device_));
   // Which ranks share a host decides each communicator's host plane (host_plane.h).
   if (options.size > 1 && options.cpu_operations != "gloo")
@@ -51,6 +54,7 @@ Status CommunicatorFactory::Create(const RuntimeOptions& options, std::shared_pt
 
 Status CommunicatorFactory::Connect(int id, const std::vector<int>& ranks,
                                     std::shared_ptr<Communicator>* out) const {
+  SigpipeGuard no_sigpipe;  // connecting writes to the peers' sockets
   auto comm = std::make_shared<Communicator>();
   comm->id = id;
   comm->ranks = ranks;
@@ -67,6 +71,7 @@ Status CommunicatorFactory::Connect(int id, const std::vector<int>& ranks,
   hopts.rank = my;
   hopts.size = comm->size;
   hopts.timeout = options_.timeout;
+  hopts.interrupt = interrupt_;
   if (!hosts_.empty()) {
     hopts.placement = PlaceRanks(ranks, hosts_);
     std::string note;

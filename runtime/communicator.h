@@ -16,6 +16,7 @@
 #define HVD_RUNTIME_COMMUNICATOR_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -78,9 +79,12 @@ class CommunicatorFactory {
   // rank must call it). `straggler` is rank 0's (null elsewhere); rank 0's hooks
   // record into it and into `timeline`. Both must outlive every communicator the
   // factory builds.
+  // `interrupt`, when set, is polled while a connection waits for ranks that have
+  // not joined yet (HostPlaneOptions::interrupt).
   static Status Create(const RuntimeOptions& options, std::shared_ptr<Store> store,
                        StragglerTracker* straggler, const ActiveTimeline* timeline,
-                       std::unique_ptr<CommunicatorFactory>* out);
+                       std::unique_ptr<CommunicatorFactory>* out,
+                       std::function<Status()> interrupt = nullptr);
 
   // Builds process set `id`'s communicator over the global `ranks` (set order;
   // this rank must be one of them). Collective over them: blocks until every
@@ -100,6 +104,7 @@ class CommunicatorFactory {
   const std::shared_ptr<Store> store_;
   StragglerTracker* const straggler_;
   const ActiveTimeline* const timeline_;
+  std::function<Status()> interrupt_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::vector<HostInfo> hosts_;  // per global rank; empty when every set uses Gloo
 };

@@ -52,9 +52,15 @@ void FailureDiagnosis::SetStoreLostHandler(std::function<void(const Status&)> ha
   store_lost_ = std::move(handler);
 }
 
+void FailureDiagnosis::SetLauncherReportHandler(std::function<void(const Status&)> handler) {
+  std::lock_guard<std::mutex> lock(mu_);
+  launcher_report_ = std::move(handler);
+}
+
 void FailureDiagnosis::Heartbeat() {
   const std::string key = keys::Alive(rank_);
   int64_t beats = 0;
+  int reported_beats = 0;  // consecutive beats that found the launcher's record
   std::unique_lock<std::mutex> lock(mu_);
   while (!heartbeat_stop_) {
     lock.unlock();
@@ -67,6 +73,21 @@ void FailureDiagnosis::Heartbeat() {
       lock.unlock();
       handler(beat);
       return;
+    }
+    if (launcher_report_) {
+      lock.unlock();
+      const Status reported = LauncherReported();
+      lock.lock();
+      // Only on the second beat that sees it: the usual path (a peer's closed
+      // connection, which names the same record) has had half a second to report.
+      reported_beats = reported.ok() ? 0 : reported_beats + 1;
+      if (reported_beats >= 2 && launcher_report_ && !heartbeat_stop_) {
+        auto handler = std::move(launcher_report_);
+        launcher_report_ = nullptr;
+        lock.unlock();
+        handler(reported);
+        lock.lock();
+      }
     }
     cv_.wait_for(lock, std::chrono::milliseconds(500), [&] { return heartbeat_stop_; });
   }
@@ -88,6 +109,15 @@ std::vector<int> FailureDiagnosis::SilentRanks() {
   for (int r = 0; r < size_; ++r)
     if (r != rank_ && before[r] >= 0 && after[r] == before[r]) silent.push_back(r);
   return silent;
+}
+
+Status FailureDiagnosis::LauncherReported() const {
+  std::string reason;
+  if (launcher_store_ &&
+      launcher_store_->Get(keys::kLauncherAbortReason, std::chrono::milliseconds(0), &reason).ok() &&
+      !reason.empty())
+    return Status::RemoteError(reason);
+  return Status::OK();
 }
 
 Status FailureDiagnosis::Diagnose(const Status& status) {

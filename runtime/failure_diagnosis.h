@@ -50,8 +50,17 @@ class FailureDiagnosis {
   // or unreachable (the heartbeat then stops). Until one is set, the heartbeat keeps
   // trying. May be set at any time.
   void SetStoreLostHandler(std::function<void(const Status&)> handler);
+  // Called once, on the heartbeat thread, when two beats in a row find that the
+  // launcher has recorded a dead rank (LauncherReported): a rank waiting on a live peer that
+  // itself waits on the dead one would otherwise learn of it only at HVD_TIMEOUT.
+  // May be set at any time.
+  void SetLauncherReportHandler(std::function<void(const Status&)> handler);
   // Stops it, waiting for the thread. Idempotent.
   void StopHeartbeat();
+
+  // kRemoteError with the launcher's record of a rank that died
+  // (keys::kLauncherAbortReason), if there is one now; else OK. One store round trip.
+  Status LauncherReported() const;
 
   // Names the cause of a failure this rank saw. kRemoteError and kTimeout keep
   // their code and gain the launcher's reason or the silent ranks, with this
@@ -82,7 +91,8 @@ class FailureDiagnosis {
   std::mutex mu_;
   std::condition_variable cv_;
   bool heartbeat_stop_ = false;  // guarded by mu_
-  std::function<void(const Status&)> store_lost_;  // guarded by mu_
+  std::function<void(const Status&)> store_lost_;        // guarded by mu_
+  std::function<void(const Status&)> launcher_report_;  // guarded by mu_; null once called
 };
 
 }  // namespace hvd

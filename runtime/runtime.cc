@@ -8,6 +8,7 @@
 
 #include "runtime/common/cpu_binding.h"
 #include "runtime/common/job_keys.h"
+#include "runtime/common/sigpipe_guard.h"
 #include "runtime/data/validate.h"
 
 namespace hvd {
@@ -35,18 +36,26 @@ Status Runtime::Create(const RuntimeOptions& options, std::shared_ptr<Store> sto
 }
 
 Status Runtime::Start() {
+  // Every thread started below writes to peers' sockets (see the guard).
+  SigpipeGuard no_sigpipe;
   if (options_.bind_to == "core") {
     std::vector<int> cpus;
     HVD_RETURN_IF_ERROR(BindToCores(options_.local_rank, options_.local_size, &cpus));
   }
+  // From the start, so that a rank that dies while the others connect is reported
+  // even by a rank blocked where nothing can interrupt it (Gloo's connect).
+  diagnosis_.SetLauncherReportHandler([this](const Status& dead) { ReportDeadRank(dead); });
+  diagnosis_.StartHeartbeat();
   if (rank() == 0) {
     straggler_ = std::make_unique<StragglerTracker>(size());
     if (!options_.timeline_path.empty())
       HVD_RETURN_IF_ERROR(StartTimeline(options_.timeline_path, options_.timeline_mark_cycles)
                               .Prepend("HVD_TIMELINE"));
   }
-  HVD_RETURN_IF_ERROR(
-      CommunicatorFactory::Create(options_, store_, straggler_.get(), &timeline_, &factory_));
+  // A rank that dies before it joins a connection is seen by nobody but the launcher.
+  HVD_RETURN_IF_ERROR(CommunicatorFactory::Create(options_, store_, straggler_.get(), &timeline_,
+                                                  &factory_,
+                                                  [this] { return diagnosis_.LauncherReported(); }));
   std::vector<int> all(size());
   for (int r = 0; r < size(); ++r) all[r] = r;
   std::shared_ptr<Communicator> global;
@@ -57,8 +66,20 @@ Status Runtime::Start() {
     pthread_setname_np(pthread_self(), "hvd-loop");
     Loop();
   });
-  diagnosis_.StartHeartbeat();
+  started_.store(true, std::memory_order_release);
   return Status::OK();
+}
+
+void Runtime::ReportDeadRank(const Status& dead) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!loop_status_.ok() || shutdown_requested_) return;  // reported, or not needed
+  }
+  std::fprintf(stderr, "hvd: rank %d: dprun reports %s; %s\n", rank(), dead.message().c_str(),
+               started_.load(std::memory_order_acquire)
+                   ? "this rank's pending collectives cannot complete (they fail at HVD_TIMEOUT, "
+                     "or when dprun ends the job)"
+                   : "this rank's hvd_init cannot complete");
 }
 
 Status Runtime::Shutdown() {

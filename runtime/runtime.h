@@ -171,6 +171,9 @@ class Runtime {
   // Runs one response; non-OK when the backend failed (the job then ends).
   Status ExecuteResponse(Communicator* comm, const proto::Response& wire);
   void Abort(const Status& status);
+  // The heartbeat found the launcher's record of a dead rank that this rank has not
+  // reported: says so on stderr (see FailureDiagnosis::SetLauncherReportHandler).
+  void ReportDeadRank(const Status& dead);
   // Ends the job after an infrastructure failure (a lost or frozen peer, a broken
   // backend): agrees on the first failure with the other ranks (FailureDiagnosis),
   // closes every connection so peers blocked on this rank fail at once instead of
@@ -215,6 +218,7 @@ class Runtime {
   // Set (under mu_) once shutdown_requested_ is or loop_status_ fails, so that an
   // enqueue takes mu_ only then.
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> started_{false};  // Start has finished: the loop runs
   std::map<int, Controller::Stats> stats_;  // guarded by mu_
 };
 

@@ -331,8 +331,56 @@ bool ReadProcessState(pid_t pid, ProcessState* out) {
   std::istringstream fields(stat.substr(paren + 1));
   long ppid = 0, pgrp = 0;
   if (!(fields >> out->state >> ppid >> pgrp)) return false;
+  out->ppid = static_cast<pid_t>(ppid);
   out->pgrp = static_cast<pid_t>(pgrp);
   return true;
+}
+
+namespace {
+
+// /proc/<pid>/<file>, whole; empty if unreadable.
+std::string ReadProcFile(pid_t pid, const char* file) {
+  const int fd = ::open(("/proc/" + std::to_string(pid) + "/" + file).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+// Every live process but this one, for which `keep` is true.
+template <typename F>
+std::vector<pid_t> ScanProcesses(F&& keep) {
+  std::vector<pid_t> pids;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return pids;
+  while (dirent* d = ::readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(d->d_name));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (keep(pid) && ProcessAlive(pid)) pids.push_back(pid);
+  }
+  ::closedir(proc);
+  return pids;
+}
+
+}  // namespace
+
+std::vector<pid_t> ProcessesWithCommandLineContaining(const std::string& text) {
+  return ScanProcesses(
+      [&](pid_t pid) { return ReadProcFile(pid, "cmdline").find(text) != std::string::npos; });
+}
+
+std::vector<pid_t> ChildrenWithEnv(pid_t parent, const std::string& entry) {
+  return ScanProcesses([&](pid_t pid) {
+    ProcessState state;
+    if (!ReadProcessState(pid, &state) || state.ppid != parent) return false;
+    const std::string env = ReadProcFile(pid, "environ");
+    const std::string needle = entry + '\0';
+    return env.compare(0, needle.size(), needle) == 0 ||
+           env.find('\0' + needle) != std::string::npos;
+  });
 }
 
 bool ProcessAlive(pid_t pid) {

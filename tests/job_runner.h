@@ -130,6 +130,7 @@ class JobRunner {
 // One process as /proc/<pid>/stat shows it.
 struct ProcessState {
   char state = 0;  // 'R', 'S', ...; 'Z' for a zombie (dead, not yet reaped).
+  pid_t ppid = -1;
   pid_t pgrp = -1;
 };
 // False if there is no such process (any more).
@@ -137,6 +138,10 @@ bool ReadProcessState(pid_t pid, ProcessState* out);
 // Whether `pid` exists and is not a zombie. An orphan that died waits for init to reap
 // it, which can take a while: this does not wait for that.
 bool ProcessAlive(pid_t pid);
+// The live processes (this one aside) whose command line contains `text`.
+std::vector<pid_t> ProcessesWithCommandLineContaining(const std::string& text);
+// The live children of `parent` whose environment holds `entry` ("NAME=value").
+std::vector<pid_t> ChildrenWithEnv(pid_t parent, const std::string& entry);
 
 // A command run by /bin/sh -c to its end, stdout and stderr merged.
 struct CommandResult {

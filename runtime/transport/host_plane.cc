@@ -152,6 +152,7 @@ Status ConnectHostPlane(const HostPlaneOptions& opts, HostPlane* out) {
     so.rank = rank;
     so.size = n;
     so.timeout = opts.timeout;
+    so.interrupt = opts.interrupt;
     so.segment_bytes = kShmSegmentBytes;
     return CreateShmBackend(so, backend);
   };
@@ -164,6 +165,7 @@ Status ConnectHostPlane(const HostPlaneOptions& opts, HostPlane* out) {
     co.rank = opts.rank;
     co.size = size;
     co.timeout = opts.timeout;
+    co.interrupt = opts.interrupt;
     co.slot_bytes = kShmSlotBytes;
     return NewShmControlChannel(co, &out->channel);
   }

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,6 +77,9 @@ struct HostPlaneOptions {
   Placement placement;      // needed for kHierarchical
   HostPath path = HostPath::kGloo;
   std::chrono::milliseconds timeout{30000};
+  // Polled while the shared-memory segments wait for every rank to map them
+  // (ShmSegmentOptions::interrupt). May be empty.
+  std::function<Status()> interrupt;
 };
 
 struct HostPlane {

@@ -3,7 +3,6 @@
 // The bounds are generous: these run on small, loaded machines.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -168,23 +167,6 @@ TEST(Failure, ARankThatLeavesEarlyIsNamedAsTheCause) {
   }
 }
 
-// Every process whose command line holds `marker`.
-std::vector<int> PidsWithMarker(const std::string& marker) {
-  std::vector<int> pids;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return pids;
-  while (dirent* d = readdir(proc)) {
-    const int pid = std::atoi(d->d_name);
-    if (pid <= 0 || pid == getpid()) continue;
-    std::ifstream f("/proc/" + std::string(d->d_name) + "/cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (cmdline.find(marker) != std::string::npos && hvd::testing::ProcessAlive(pid))
-      pids.push_back(pid);
-  }
-  closedir(proc);
-  return pids;
-}
-
 // dprun SIGKILLed while its ranks run under a wrapper (sh -c) and print nothing: no
 // signal reaches them and no pipe breaks, yet each ends itself within seconds, and no
 // process of the job is left.
@@ -205,14 +187,14 @@ TEST(Failure, RanksUnderAWrapperEndThemselvesWhenDprunIsKilled) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     ASSERT_NE(file_of(r).find("step 10\n"), std::string::npos) << "rank " << r << ": " << file_of(r);
   }
-  ASSERT_EQ(PidsWithMarker(dir).size(), 7u) << "dprun, 3 wrappers and 3 ranks";
+  ASSERT_EQ(hvd::testing::ProcessesWithCommandLineContaining(dir).size(), 7u) << "dprun, 3 wrappers and 3 ranks";
   job.Signal(SIGKILL);
   ASSERT_TRUE(job.Wait(std::chrono::seconds(10)));
   const auto killed_at = Clock::now();
-  std::vector<int> left = PidsWithMarker(dir);
+  std::vector<pid_t> left = hvd::testing::ProcessesWithCommandLineContaining(dir);
   while (!left.empty() && SecondsSince(killed_at) < 20) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    left = PidsWithMarker(dir);
+    left = hvd::testing::ProcessesWithCommandLineContaining(dir);
   }
   for (int pid : left) kill(pid, SIGKILL);  // leave nothing behind, even on failure
   EXPECT_TRUE(left.empty()) << left.size() << " process(es) still running 20 s after dprun died";

@@ -39,11 +39,16 @@ class GlooControlChannel : public ControlChannel {
     if (rank() != 0) return Send(0, slot, mine, "send its requests to the coordinator (rank 0)");
     all->assign(size(), std::string());
     (*all)[0] = mine;
-    for (int r = 1; r < size(); ++r)
-      if (!lost_.count(r)) frame_bufs_[r]->recv(r, slot);
     Status first;
+    std::vector<bool> posted(size(), false);
     for (int r = 1; r < size(); ++r) {
       if (lost_.count(r)) continue;
+      Status s = PostRecv(r, slot, "receive its requests");
+      posted[r] = s.ok();
+      if (!s.ok() && first.ok()) first = s;
+    }
+    for (int r = 1; r < size(); ++r) {
+      if (!posted[r]) continue;
       Status s = FinishRecv(r, slot, &(*all)[r], "receive its requests");
       if (!s.ok() && first.ok()) first = s;
       if (!broken_.ok()) return broken_;  // A timeout leaves nothing to wait for.
@@ -77,12 +82,23 @@ class GlooControlChannel : public ControlChannel {
       }
       return first;
     }
-    frame_bufs_[0]->recv(0, slot);
+    HVD_RETURN_IF_ERROR(PostRecv(0, slot, "receive the responses from the coordinator"));
     return FinishRecv(0, slot, msg, "receive the responses from the coordinator");
   }
 
  private:
   uint64_t NextSlot() { return kSlotPrefix | (counter_++ & kCounterMask); }
+
+  // Posts the receive of `peer`'s frame. Gloo throws here, not only when waiting,
+  // when the pair is already closed (the peer died since the last message).
+  Status PostRecv(int peer, uint64_t slot, const char* what) {
+    try {
+      frame_bufs_[peer]->recv(peer, slot);
+      return Status::OK();
+    } catch (const std::exception& e) {
+      return Fail(peer, what, e);
+    }
+  }
 
   Status Fail(int peer, const char* what, const std::exception& e) {
     const std::string m = e.what();

@@ -462,6 +462,7 @@ Status CreateShmBackend(const ShmOptions& opts, std::unique_ptr<Backend>* out) {
   so.rank = opts.rank;
   so.size = opts.size;
   so.timeout = opts.timeout;
+  so.interrupt = opts.interrupt;
   so.data_bytes = slot_bytes * depth * (opts.size + 1);
   so.counters_per_rank = kNumCounters;
   std::unique_ptr<ShmSegment> seg;

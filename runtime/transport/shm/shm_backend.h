@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -42,6 +43,7 @@ struct ShmOptions {
   int size = 1;
   // Bounds creation and every wait inside a collective.
   std::chrono::milliseconds timeout{30000};
+  std::function<Status()> interrupt;  // ShmSegmentOptions::interrupt
   // Staging bytes per rank (default 4 MiB). The segment holds size + 1 such areas
   // (one per rank plus the shared result area). Buffers larger than a staging area
   // are pipelined through it in segments. At least 128 * size bytes.

@@ -174,6 +174,7 @@ Status NewShmControlChannel(const ShmControlChannelOptions& opts,
   so.rank = opts.rank;
   so.size = opts.size;
   so.timeout = opts.timeout;
+  so.interrupt = opts.interrupt;
   so.data_bytes = slot_bytes * (opts.size + 1);
   so.counters_per_rank = kNumCounters;
   std::unique_ptr<ShmSegment> seg;

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -31,6 +32,7 @@ struct ShmControlChannelOptions {
   int size = 1;
   // Bounds connecting and every wait.
   std::chrono::milliseconds timeout{30000};
+  std::function<Status()> interrupt;  // ShmSegmentOptions::interrupt
   // Bytes of one message slot (one per rank, plus one for the broadcast). A message
   // that fits (less a 64-byte header) moves in one handshake; longer ones move in
   // slot-sized chunks. Default 64 KiB; at least 4 KiB.

@@ -26,6 +26,8 @@ constexpr uint64_t kMagic = 0x68766473686d3031ull;  // "hvdshm01"
 constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
+// How often Arrive polls ShmSegmentOptions::interrupt (a store round trip).
+constexpr auto kInterruptPeriod = std::chrono::milliseconds(250);
 
 struct ShmSegment::Header {
   std::atomic<uint64_t> magic;  // written last by rank 0
@@ -270,12 +272,20 @@ Status ShmSegment::Arrive(const ShmSegmentOptions& opts) {
   ShmCounter& c = header_->arrived;
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + timeout_;
+  auto next_interrupt_check = start + kInterruptPeriod;
   for (;;) {
     const uint32_t v = c.value.load();
     if (v >= static_cast<uint32_t>(size_)) return Status::OK();
     const auto now = std::chrono::steady_clock::now();
     Status peers = CheckPeers(-1, "map the segment");
     if (!peers.ok()) return peers;
+    if (opts.interrupt && now >= next_interrupt_check) {
+      Status interrupted = opts.interrupt();
+      if (!interrupted.ok())
+        return interrupted.Prepend("shm " + opts.kind + ": rank " + std::to_string(rank_) +
+                                   " waiting for the others to map segment " + name_);
+      next_interrupt_check = now + kInterruptPeriod;
+    }
     if (now >= deadline) {
       std::string missing;
       for (int r = 0; r < size_; ++r) {

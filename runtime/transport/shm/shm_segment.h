@@ -43,6 +43,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -79,6 +80,10 @@ struct ShmSegmentOptions {
   int size = 1;
   // Bounds Create() and every wait.
   std::chrono::milliseconds timeout{30000};
+  // Polled while Create waits for the other ranks to map the segment (a rank that
+  // has not mapped it yet has no pid here to check): a non-OK status ends the wait
+  // with it. The runtime passes the launcher's record of a dead rank. May be empty.
+  std::function<Status()> interrupt;
   // Bytes after the header for the caller (rounded up to 4 KiB).
   size_t data_bytes = 0;
   // Counters in each rank's block (at most kMaxCounters).

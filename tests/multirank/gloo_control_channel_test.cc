@@ -1,0 +1,64 @@
+// The Gloo ControlChannel when a peer's connection is already closed as a round
+// begins: the receive it posts fails at once (Gloo throws at the post, not only in
+// the wait), and that must come back as the lost peer, named, not end the process.
+#include "runtime/transport/gloo/gloo_control_channel.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "controller/store/store.h"
+#include "runtime/transport/gloo/gloo_backend.h"
+
+namespace hvd {
+namespace {
+
+using ::testing::HasSubstr;
+using std::chrono::milliseconds;
+
+// Two ranks as two threads; `gone` closes its channel after one good round, and
+// the other then starts a round on the closed connection.
+Status RoundAfterPeerLeft(int gone) {
+  auto store = NewInMemoryStore();
+  Status survivor;
+  std::thread threads[2];
+  for (int r = 0; r < 2; ++r) {
+    threads[r] = std::thread([&, r] {
+      std::shared_ptr<gloo::transport::Device> device;
+      std::shared_ptr<gloo::Context> context;
+      Status s = CreateGlooDevice("127.0.0.1", "", &device);
+      if (s.ok()) s = ConnectGlooContext(store, device, r, 2, milliseconds(10000), &context);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      std::unique_ptr<ControlChannel> ch = NewGlooControlChannel(context, milliseconds(10000));
+      std::vector<std::string> all;
+      std::string msg = "response";
+      ASSERT_TRUE(ch->Gather("request", &all).ok());
+      ASSERT_TRUE(ch->Broadcast(&msg).ok());
+      ASSERT_TRUE(store->Set("round1/" + std::to_string(r), "done").ok());
+      if (r == gone) return;  // closes the channel, the context and the device
+      ASSERT_TRUE(store->Wait({"round1/" + std::to_string(gone)}, milliseconds(10000)).ok());
+      std::this_thread::sleep_for(milliseconds(300));  // the close has arrived
+      survivor = ch->Gather("request", &all);
+      if (survivor.ok()) survivor = ch->Broadcast(&msg);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return survivor;
+}
+
+TEST(GlooControlChannel, TheRootNamesAWorkerThatLeftBeforeTheRound) {
+  const Status s = RoundAfterPeerLeft(1);
+  EXPECT_EQ(s.code(), StatusCode::kRemoteError) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("lost rank 1"));
+}
+
+TEST(GlooControlChannel, AWorkerNamesTheRootThatLeftBeforeTheRound) {
+  const Status s = RoundAfterPeerLeft(0);
+  EXPECT_EQ(s.code(), StatusCode::kRemoteError) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("lost rank 0"));
+}
+
+}  // namespace
+}  // namespace hvd
