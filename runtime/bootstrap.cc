@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <thread>
 
 #include "controller/store/net_address.h"
@@ -74,25 +75,39 @@ Bootstrap::~Bootstrap() = default;
 Status Bootstrap::Start(std::unique_ptr<Runtime>* out) {
   LaunchEnv launch;
   HVD_RETURN_IF_ERROR(DetectLaunchEnv(env_.getenv, &launch));
+  RuntimeOptions::GetEnv getenv = launch.Overlay(env_.getenv);
   RuntimeOptions options;
-  HVD_RETURN_IF_ERROR(RuntimeOptions::FromEnv(&options, launch.Overlay(env_.getenv)));
+  HVD_RETURN_IF_ERROR(RuntimeOptions::FromEnv(&options, getenv));
   HVD_RETURN_IF_ERROR(ChooseGlooAddress(launch, &options));
   std::shared_ptr<Store> store;
   HVD_RETURN_IF_ERROR(OpenJobStore(launch, options, &store_server_, &store));
-  const std::string scope = keys::InitScope(options.job_id, generation_);
+  // The launcher's view: the whole store, or in an elastic job this generation's part.
+  std::shared_ptr<Store> launcher_view = store;
+  const char* elastic_id = getenv("HVD_ELASTIC_ID");
+  const bool elastic = elastic_id != nullptr && *elastic_id != '\0';
+  if (elastic) {
+    ElasticAssignment a;
+    HVD_RETURN_IF_ERROR(JoinElastic(store, elastic_id, getenv, &a));
+    HVD_RETURN_IF_ERROR(RuntimeOptions::FromEnv(&options, a.Overlay(getenv)));
+    HVD_RETURN_IF_ERROR(ChooseGlooAddress(launch, &options));
+    launcher_view = NewPrefixStore(store, keys::ElasticScope(a.generation));
+  }
+  // An elastic generation's workers have started different numbers of runtimes; the
+  // generation (in the job id) is what they share.
+  const std::string scope = keys::InitScope(options.job_id, elastic ? 0 : generation_);
   // dprun (no other launcher, a store to connect to) records a rank that dies in
   // keys::kLauncherAbortReason: the waits of this start end on it, naming that rank,
   // rather than at HVD_TIMEOUT.
   const bool under_dprun = launch.launcher.empty() && !options.store_addr.empty();
   std::shared_ptr<Store> scoped = NewPrefixStore(store, scope);
   if (under_dprun)
-    scoped = NewAbortableStore(scoped, store, keys::kLauncherAbortReason, kLauncherCheckPeriod);
+    scoped = NewAbortableStore(scoped, launcher_view, keys::kLauncherAbortReason, kLauncherCheckPeriod);
   HVD_RETURN_IF_ERROR(ExchangeCrossRanks(launch, *scoped, &options));
   if (!options.gloo_iface.empty() && env_.getenv("NCCL_SOCKET_IFNAME") == nullptr)
     env_.setenv("NCCL_SOCKET_IFNAME", options.gloo_iface.c_str());
   std::unique_ptr<Runtime> runtime;
-  Status created = Runtime::Create(options, scoped, &runtime, store);
-  if (!created.ok()) return under_dprun ? NameLostRank(created, options.rank, *store) : created;
+  Status created = Runtime::Create(options, scoped, &runtime, launcher_view);
+  if (!created.ok()) return under_dprun ? NameLostRank(created, options.rank, *launcher_view) : created;
   if (under_dprun) {
     const std::string addr = options.store_addr, secret = options.store_secret;
     const int rank = options.rank;
@@ -107,6 +122,81 @@ Status Bootstrap::Start(std::unique_ptr<Runtime>* out) {
   }
   *out = std::move(runtime);
   ++generation_;
+  return Status::OK();
+}
+
+// ---- Elastic jobs.
+
+RuntimeOptions::GetEnv Bootstrap::ElasticAssignment::Overlay(RuntimeOptions::GetEnv base) const {
+  auto values = std::make_shared<std::vector<std::pair<std::string, std::string>>>();
+  const char* names[] = {"HVD_RANK", "HVD_SIZE", "HVD_LOCAL_RANK", "HVD_LOCAL_SIZE",
+                         "HVD_CROSS_RANK", "HVD_CROSS_SIZE"};
+  for (int i = 0; i < 6; ++i) values->emplace_back(names[i], std::to_string(topology[i]));
+  values->emplace_back("HVD_JOB_ID", job_id);
+  return [values, base](const char* name) -> const char* {
+    for (const auto& [k, v] : *values)
+      if (k == name) return v.c_str();
+    return base(name);
+  };
+}
+
+Status Bootstrap::JoinElastic(const std::shared_ptr<Store>& store, const std::string& id,
+                              const RuntimeOptions::GetEnv& getenv, ElasticAssignment* out) {
+  double timeout_s = 600;
+  if (const char* t = getenv("HVD_ELASTIC_TIMEOUT")) {
+    char* end = nullptr;
+    timeout_s = std::strtod(t, &end);
+    if (end == t || *end != '\0' || !(timeout_s > 0))
+      return Status::InvalidArgument(std::string("HVD_ELASTIC_TIMEOUT='") + t +
+                                     "': expected a positive number of seconds");
+  }
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  // A worker that ran generation g joins a later one: g failed, or changed.
+  const int64_t want = elastic_generation_ + 1;
+  bool requested = false;
+  for (;;) {
+    std::string text;
+    int64_t latest = -1;
+    if (store->Get(keys::kElasticGeneration, std::chrono::milliseconds(0), &text).ok())
+      latest = std::strtoll(text.c_str(), nullptr, 10);
+    if (latest >= want) {
+      std::string a;
+      if (!store->Get(keys::ElasticAssignment(latest, id), std::chrono::milliseconds(0), &a).ok())
+        return Status::ShutDown("elastic worker " + id + " is not part of generation " +
+                                std::to_string(latest) +
+                                " (its host was removed or blacklisted, or the job is at --max-np)");
+      out->generation = latest;
+      std::istringstream in(a);
+      for (int& v : out->topology) in >> v;
+      if (!in) return Status::Internal("elastic worker " + id + ": bad assignment '" + a + "'");
+      const char* job = getenv("HVD_JOB_ID");
+      out->job_id = std::string(job ? job : "") + ".g" + std::to_string(latest);
+      elastic_generation_ = latest;
+      elastic_store_ = store;
+      return Status::OK();
+    }
+    // After a generation this worker ran: if dprun saw nobody die, it must be asked.
+    if (want > 0 && !requested) {
+      int64_t n = 0;
+      HVD_RETURN_IF_ERROR(store->Add(keys::kElasticResetRequest, 1, &n));
+      requested = true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      return Status::Timeout("elastic worker " + id + " waited " + std::to_string(timeout_s) +
+                             " s (HVD_ELASTIC_TIMEOUT) for generation " + std::to_string(want) +
+                             " from dprun");
+    Status s = store->Wait({keys::ElasticScope(want) + "ready"}, std::chrono::milliseconds(1000));
+    if (!s.ok() && s.code() != StatusCode::kTimeout) return s;
+  }
+}
+
+Status Bootstrap::ElasticUpdatePending(bool* pending) const {
+  *pending = false;
+  if (!elastic_store_) return Status::OK();
+  std::string text;
+  if (elastic_store_->Get(keys::kElasticGeneration, std::chrono::milliseconds(0), &text).ok())
+    *pending = std::strtoll(text.c_str(), nullptr, 10) > elastic_generation_;
   return Status::OK();
 }
 

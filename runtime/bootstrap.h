@@ -24,6 +24,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "controller/store/store.h"
 #include "controller/store/tcp_store.h"
@@ -73,8 +74,31 @@ class Bootstrap {
   // How many runtimes Start has started: the next one's generation.
   int generation() const { return generation_; }
 
+  // Elastic jobs (HVD_ELASTIC_ID set by dprun --min-np): the dprun generation the last
+  // Start joined (-1: none yet, or not elastic). Start joins the latest generation
+  // newer than that one that assigns this worker, waiting up to HVD_ELASTIC_TIMEOUT
+  // (600 s) for dprun to publish it (and asking for one, keys::kElasticResetRequest,
+  // after a generation it ran); its rank, size and the rest come from there.
+  // kShutDown if that generation leaves this worker out.
+  int64_t elastic_generation() const { return elastic_generation_; }
+  // Whether dprun has published a generation newer than the one joined (ranks were
+  // added or lost): the workers should reset (shutdown, then Start). One store call.
+  Status ElasticUpdatePending(bool* pending) const;
+
  private:
+  struct ElasticAssignment {
+    int64_t generation = -1;
+    int topology[6] = {};  // rank, size, local rank, local size, cross rank, cross size
+    std::string job_id;    // HVD_JOB_ID.g<generation>
+    // `base` with this assignment's HVD_RANK ... HVD_CROSS_SIZE and HVD_JOB_ID.
+    RuntimeOptions::GetEnv Overlay(RuntimeOptions::GetEnv base) const;
+  };
+  Status JoinElastic(const std::shared_ptr<Store>& store, const std::string& id,
+                     const RuntimeOptions::GetEnv& getenv, ElasticAssignment* out);
+
   BootstrapEnv env_;
+  int64_t elastic_generation_ = -1;
+  std::shared_ptr<Store> elastic_store_;
   std::unique_ptr<TcpStoreServer> store_server_;
   int generation_ = 0;
 };

@@ -139,6 +139,21 @@ hvd_status_t hvd_init(void);
  * HVD_TIMEOUT); collectives still pending fail with HVD_SHUT_DOWN. Returns the
  * background loop's failure if it had one. A no-op when not initialized. */
 hvd_status_t hvd_shutdown(void);
+
+/* Elastic jobs (dprun --min-np; docs/elastic.md). dprun numbers each membership of
+ * the job, a generation. When a rank dies (and at least --min-np remain), or ranks
+ * are added, dprun publishes a new generation; the workers' collectives fail
+ * (HVD_REMOTE_ERROR) or hvd_elastic_update_pending says so. The reset is
+ * hvd_shutdown, then hvd_init: in an elastic job hvd_init joins the latest
+ * generation newer than the last one it ran, waiting for dprun to publish it (up to
+ * HVD_ELASTIC_TIMEOUT s, default 600), and takes its rank and size from there
+ * (both may change). A worker the new generation leaves out gets HVD_SHUT_DOWN. The
+ * caller then restores its last committed state and broadcasts it from rank 0.
+ * The generation the running runtime joined; -1 outside an elastic job. */
+hvd_status_t hvd_elastic_generation(int64_t* generation);
+/* 1 if dprun has published a generation newer than the one joined (ranks lost or
+ * added): reset at the next safe point. 0 outside an elastic job. */
+hvd_status_t hvd_elastic_update_pending(int* pending);
 /* *out = 1 while initialized, else 0. Never fails. */
 hvd_status_t hvd_is_initialized(int* out);
 

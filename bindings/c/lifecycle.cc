@@ -88,6 +88,29 @@ hvd_status_t hvd_shutdown(void) {
   })
 }
 
+hvd_status_t hvd_elastic_generation(int64_t* generation) {
+  HVD_C_GUARD({
+    if (generation == nullptr) return Report(Status::InvalidArgument("generation is NULL"));
+    hvd::capi::Instance& in = hvd::capi::Default();
+    std::lock_guard<std::mutex> lock(in.mu);
+    *generation = in.bootstrap.elastic_generation();
+    return HVD_SUCCESS;
+  })
+}
+
+hvd_status_t hvd_elastic_update_pending(int* pending) {
+  HVD_C_GUARD({
+    if (pending == nullptr) return Report(Status::InvalidArgument("pending is NULL"));
+    hvd::capi::Instance& in = hvd::capi::Default();
+    std::lock_guard<std::mutex> lock(in.mu);
+    bool p = false;
+    Status s = in.bootstrap.ElasticUpdatePending(&p);
+    if (!s.ok()) return Report(s);
+    *pending = p ? 1 : 0;
+    return HVD_SUCCESS;
+  })
+}
+
 hvd_status_t hvd_is_initialized(int* out) {
   HVD_C_GUARD({
     if (out == nullptr) return Report(Status::InvalidArgument("out is NULL"));

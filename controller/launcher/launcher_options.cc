@@ -183,6 +183,45 @@ const FlagSpec kFlags[] = {
        o->verbose = true;
        return Status::OK();
      }},
+    {"--min-np", nullptr, "N", nullptr,
+     "elastic job: a failed rank does not end the job while at least N ranks remain; "
+     "the others rejoin in a new generation (hvd.elastic.run; docs/elastic.md)",
+     false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       HVD_RETURN_IF_ERROR(ParseInt(f, v, &o->min_np));
+       if (o->min_np < 1) return Status::InvalidUsage(f + " expects N >= 1, got '" + v + "'");
+       return Status::OK();
+     }},
+    {"--max-np", nullptr, "N", "-np", "elastic job: at most N ranks at once", false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       HVD_RETURN_IF_ERROR(ParseInt(f, v, &o->max_np));
+       if (o->max_np < 1) return Status::InvalidUsage(f + " expects N >= 1, got '" + v + "'");
+       return Status::OK();
+     }},
+    {"--host-discovery-script", nullptr, "FILE", nullptr,
+     "elastic job: run FILE every second; it prints the usable hosts, one host[:slots] per "
+     "line; ranks start on free slots (up to --max-np) and stop on vanished hosts",
+     false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       if (v.empty()) return Status::InvalidUsage(f + " expects a file name");
+       o->host_discovery_script = v;
+       return Status::OK();
+     }},
+    {"--slots-per-host", nullptr, "N", "1",
+     "elastic job: the slots of a discovered host printed without :slots", false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       HVD_RETURN_IF_ERROR(ParseInt(f, v, &o->slots_per_host));
+       if (o->slots_per_host < 1)
+         return Status::InvalidUsage(f + " expects N >= 1, got '" + v + "'");
+       return Status::OK();
+     }},
+    {"--reset-limit", nullptr, "N", "100", "elastic job: fail after N resets", false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       HVD_RETURN_IF_ERROR(ParseInt(f, v, &o->reset_limit));
+       if (o->reset_limit < 0)
+         return Status::InvalidUsage(f + " expects N >= 0, got '" + v + "'");
+       return Status::OK();
+     }},
     {"-h", "--help", nullptr, nullptr, "print this help and exit", false,
      [](const std::string&, const std::string&, LauncherOptions* o) {
        o->help = true;
@@ -265,6 +304,17 @@ Status ParseLauncherArgs(const std::vector<std::string>& args, LauncherOptions* 
     if (opts.num_ranks < 1)
       return Status::InvalidUsage("-np must be at least 1, got " + std::to_string(opts.num_ranks));
     if (opts.command.empty()) return Status::InvalidUsage("no command to run");
+    const bool elastic_flag = opts.max_np > 0 || !opts.host_discovery_script.empty();
+    if (elastic_flag && opts.min_np == 0)
+      return Status::InvalidUsage("--max-np and --host-discovery-script need --min-np");
+    if (opts.min_np > 0) {
+      if (opts.max_np == 0) opts.max_np = opts.num_ranks;
+      if (opts.min_np > opts.num_ranks || opts.num_ranks > opts.max_np)
+        return Status::InvalidUsage("an elastic job needs --min-np <= -np <= --max-np, got " +
+                                    std::to_string(opts.min_np) + " <= " +
+                                    std::to_string(opts.num_ranks) + " <= " +
+                                    std::to_string(opts.max_np));
+    }
   }
   *out = std::move(opts);
   return Status::OK();

@@ -48,6 +48,21 @@ struct LauncherOptions {
   // --network-interface IFACE: the interface Gloo (HVD_GLOO_IFACE) and NCCL
   // (NCCL_SOCKET_IFNAME) use, and whose IPv4 address the store listens on.
   std::string network_interface;
+  // Elastic jobs (docs/elastic.md): --min-np N makes the job elastic. A rank that
+  // fails no longer ends the job while at least N remain: dprun publishes a new
+  // generation of the ranks still running, which rejoin (hvd.elastic.run). 0: not
+  // elastic.
+  int min_np = 0;
+  // --max-np N: at most N ranks at once (default: -np).
+  int max_np = 0;
+  // --host-discovery-script FILE: run every second; prints the hosts ranks may run
+  // on, one "host[:slots]" per line. dprun starts ranks on hosts with free slots (up
+  // to --max-np) and stops those on hosts that vanished.
+  std::string host_discovery_script;
+  // --slots-per-host N: slots of a discovered host given without ":slots" (default 1).
+  int slots_per_host = 1;
+  // --reset-limit N: the job fails after N resets (default 100).
+  int reset_limit = 100;
   // -h, --help: print the usage and exit 0.
   bool help = false;
   // The program each rank runs and its arguments.

@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <utility>
 
+#include "controller/launcher/elastic_membership.h"
 #include "controller/launcher/exit_status.h"
+#include "controller/launcher/host_discovery.h"
+#include "controller/store/net_address.h"
 #include "runtime/common/job_keys.h"
 
 namespace hvd {
@@ -23,12 +26,24 @@ Supervisor::Supervisor(const LauncherOptions& options, std::vector<RankSpec> ran
       out_fd_(out_fd),
       reporter_(reporter),
       teardown_(options.grace_period_s) {
+  // Elastic workers are added as the job runs; references into ranks_ must survive.
+  ranks_.reserve(options.min_np > 0 ? kMaxElasticWorkers : ranks.size());
   ranks_.resize(ranks.size());
   for (size_t i = 0; i < ranks.size(); ++i) ranks_[i].spec = std::move(ranks[i]);
+  if (options.min_np > 0) {
+    elastic_ = std::make_unique<ElasticMembership>(options.min_np, options.max_np,
+                                                   options.reset_limit);
+    for (RankProcess& r : ranks_) {
+      worker_ids_.push_back("w" + std::to_string(worker_ids_.size()));
+      r.spec.placement.env.emplace_back("HVD_ELASTIC_ID", worker_ids_.back());
+      elastic_->Add(worker_ids_.back(), r.spec.host.empty() ? "localhost" : r.spec.host);
+    }
+  }
 }
 
 int Supervisor::Run() {
   SpawnPending();
+  if (elastic_) PublishGeneration();
   if (options_.start_timeout_s > 0) {
     start_check_pending_ = true;
     start_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -46,6 +61,7 @@ void Supervisor::Loop() {
   for (;;) {
     CheckDeadlines(Clock::now());
     if (teardown_.given_up() || Finished()) return;
+    if (elastic_ && teardown_.phase() == Teardown::Phase::kRunning) ElasticTick(Clock::now());
     SpawnPending();
     if (teardown_.phase() == Teardown::Phase::kRunning && !AnyRunning()) {
       std::string which;
@@ -149,6 +165,9 @@ void Supervisor::OnRankExit(RankProcess& r, int status) {
   r.out.ReadAvailable();
   r.err.ReadAvailable();
   r.CloseStdin();
+  if (elastic_ && teardown_.phase() == Teardown::Phase::kRunning &&
+      ElasticExit(static_cast<size_t>(&r - ranks_.data()), status))
+    return;
   switch (teardown_.Judge(status, r.spec.remote && r.out.remote_pid() < 0)) {
     case ExitVerdict::kUnreachable: {
       const std::string& why = r.err.last_line();
@@ -177,6 +196,114 @@ void Supervisor::OnRankExit(RankProcess& r, int status) {
     case ExitVerdict::kTerminated:
       return reporter_.Message(r.Name() + " terminated by dprun (" + DescribeExit(status) + ")");
   }
+}
+
+// ---- Elastic jobs.
+
+bool Supervisor::ElasticExit(size_t index, int status) {
+  RankProcess& r = ranks_[index];
+  const std::string& id = worker_ids_[index];
+  const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const bool member = elastic_->InLatest(id);
+  bool reset = false;
+  const std::string end = elastic_->Ended(id, failed, Clock::now(), &reset);
+  const std::string how = r.Name() + " " + DescribeExit(status);
+  if (!failed || !member) {
+    reporter_.Verbose(how + (member ? "" : " (not in the current generation)"));
+    return true;
+  }
+  // Where the runtimes of its generation look when they lose it (their launcher view).
+  store_.Set(keys::ElasticScope(elastic_->generation()) + keys::kLauncherAbortReason, how);
+  if (!end.empty()) {
+    Fail(how + "; " + end, ExitCodeOf(status), /*let_others_report=*/true);
+    return true;
+  }
+  reporter_.Message(how + "; the job goes on with " + std::to_string(elastic_->running()) +
+                    " rank(s)");
+  PublishGeneration();
+  return true;
+}
+
+void Supervisor::PublishGeneration() {
+  std::vector<std::pair<std::string, std::string>> assignments;
+  const int64_t g = elastic_->NextGeneration(&assignments);
+  for (const auto& [id, a] : assignments) store_.Set(keys::ElasticAssignment(g, id), a);
+  store_.Set(keys::kElasticGeneration, std::to_string(g));
+  store_.Set(keys::ElasticScope(g) + "ready", "1");
+  if (g > 0)
+    reporter_.Message("generation " + std::to_string(g) + ": " +
+                      std::to_string(assignments.size()) + " rank(s)");
+}
+
+void Supervisor::ElasticTick(Clock::time_point now) {
+  int64_t requests = 0;
+  if (store_.Add(keys::kElasticResetRequest, 0, &requests).ok() &&
+      requests > reset_requests_seen_) {
+    reset_requests_seen_ = requests;
+    reporter_.Message("a rank asked for a new generation");
+    PublishGeneration();
+  }
+  if (!options_.host_discovery_script.empty() && now >= next_discovery_) {
+    next_discovery_ = now + std::chrono::seconds(1);
+    Discover();
+  }
+}
+
+void Supervisor::Discover() {
+  std::vector<HostSlots> hosts;
+  std::string why;
+  if (!RunDiscoveryScript(options_.host_discovery_script, options_.slots_per_host, &hosts, &why)) {
+    reporter_.Message("host discovery: " + why);
+    return;
+  }
+  bool changed = false;
+  // Vanished hosts: their workers leave the job.
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    RankProcess& r = ranks_[i];
+    if (!r.running) continue;
+    const std::string host = r.spec.host.empty() ? "localhost" : r.spec.host;
+    if (std::any_of(hosts.begin(), hosts.end(), [&](const HostSlots& h) { return h.host == host; }))
+      continue;
+    bool reset = false;
+    elastic_->Ended(worker_ids_[i], /*failed=*/false, Clock::now(), &reset);
+    reporter_.Message("host " + host + " is gone: stopping " + r.Name());
+    ::kill(-r.pid, SIGTERM);
+    ::kill(-r.pid, SIGCONT);
+    changed = true;
+  }
+  // Free slots on the hosts there are.
+  const auto now = Clock::now();
+  for (const HostSlots& h : hosts) {
+    if (elastic_->Blacklisted(h.host, now)) continue;
+    for (int free = h.slots - elastic_->RunningOn(h.host); free > 0 && elastic_->CanAdd(); --free) {
+      if (ranks_.size() >= kMaxElasticWorkers) break;
+      if (!IsLocalHost(h.host)) {
+        reporter_.Message("host discovery: " + h.host +
+                          " is not this machine; elastic jobs start new ranks on this machine only");
+        break;
+      }
+      AddWorker(h.host);
+      changed = true;
+    }
+  }
+  if (changed) {
+    SpawnPending();
+    PublishGeneration();
+  }
+}
+
+void Supervisor::AddWorker(const std::string& host) {
+  RankProcess r;
+  r.spec = ranks_[0].spec;  // the job's variables; the generation gives the topology
+  r.spec.host = host;
+  r.spec.remote = false;
+  r.spec.placement.rank = static_cast<int>(ranks_.size());
+  const std::string id = "w" + std::to_string(worker_ids_.size());
+  for (auto& [name, value] : r.spec.placement.env)
+    if (name == "HVD_ELASTIC_ID") value = id;
+  ranks_.push_back(std::move(r));
+  worker_ids_.push_back(id);
+  elastic_->Add(id, host);
 }
 
 // The first failing exit is the job's cause, unless the runtimes already agreed on an

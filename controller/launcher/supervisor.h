@@ -23,15 +23,24 @@
 // SIGTERM is the close of its ssh's stdin (remote_spawner.h) and SIGKILL goes to its ssh.
 // Once every rank has exited, whatever they left running is terminated the same way.
 //
+// Elastic jobs (--min-np): a rank that fails while enough remain does not end the job:
+// the others rejoin in a new generation that dprun publishes in the store
+// (keys::kElasticGeneration), as do new workers started on free slots of discovered
+// hosts (--host-discovery-script, polled every second) and workers asking for a reset;
+// workers on vanished hosts get SIGTERM. The ranks of later generations print under
+// their first rank's prefix.
+//
 // The supervisor owns the calling process's children while it runs: it reaps any child
 // that exits. It uses the store and the signals it is given, which must outlive it.
 #ifndef HVD_CONTROLLER_LAUNCHER_SUPERVISOR_H_
 #define HVD_CONTROLLER_LAUNCHER_SUPERVISOR_H_
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "controller/launcher/elastic_membership.h"
 #include "controller/launcher/job_report.h"
 #include "controller/launcher/launcher_options.h"
 #include "controller/launcher/rank_process.h"
@@ -76,6 +85,14 @@ class Supervisor {
   bool AnyRunning() const;
   bool Finished() const;
 
+  // Elastic jobs (elastic_membership.h). ElasticExit handles a rank's exit while the
+  // job runs; false leaves it to the usual path.
+  bool ElasticExit(size_t index, int status);
+  void PublishGeneration();
+  void ElasticTick(Clock::time_point now);
+  void Discover();
+  void AddWorker(const std::string& host);
+
   const LauncherOptions& options_;
   std::vector<RankProcess> ranks_;
   const RankCommand command_;
@@ -87,6 +104,11 @@ class Supervisor {
   int interrupts_ = 0;
   // The first rank that exited with code 0 while others still ran, described.
   std::string left_early_;
+  // Elastic jobs only.
+  std::unique_ptr<ElasticMembership> elastic_;
+  std::vector<std::string> worker_ids_;  // ranks_[i]'s HVD_ELASTIC_ID
+  int64_t reset_requests_seen_ = 0;
+  Clock::time_point next_discovery_{};
   bool start_check_pending_ = false;
   Clock::time_point start_deadline_;
 };

@@ -52,29 +52,37 @@ class AbortableStore : public Store {
   }
   Status Get(const std::string& key, std::chrono::milliseconds timeout,
              std::string* value) override {
-    return Sliced(timeout, [&](std::chrono::milliseconds t) { return base_->Get(key, t, value); });
+    return Sliced(timeout, {key},
+                  [&](std::chrono::milliseconds t) { return base_->Get(key, t, value); });
   }
   Status Add(const std::string& key, int64_t delta, int64_t* result) override {
     return base_->Add(key, delta, result);
   }
   Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    return Sliced(timeout, [&](std::chrono::milliseconds t) { return base_->Wait(keys, t); });
+    return Sliced(timeout, keys, [&](std::chrono::milliseconds t) { return base_->Wait(keys, t); });
   }
   Status Delete(const std::string& key) override { return base_->Delete(key); }
 
  private:
   using Clock = std::chrono::steady_clock;
 
-  // Runs `wait` for `timeout` in slices; a slice's timeout becomes the whole wait's
-  // timeout only at the end, so the error names the wait the caller asked for.
+  // Runs `wait` for `timeout` in slices; a timeout names the whole wait the caller
+  // asked for (and `keys`), not its last slice.
   template <typename F>
-  Status Sliced(std::chrono::milliseconds timeout, F&& wait) {
+  Status Sliced(std::chrono::milliseconds timeout, const std::vector<std::string>& keys, F&& wait) {
     if (timeout <= slice_) return wait(timeout);
     const auto deadline = Clock::now() + timeout;
     for (;;) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left <= slice_) return wait(std::max(left, std::chrono::milliseconds(0)));
+      if (left <= slice_) {
+        Status last = wait(std::max(left, std::chrono::milliseconds(0)));
+        if (last.code() != StatusCode::kTimeout) return last;
+        std::string names;
+        for (const auto& k : keys) names += (names.empty() ? "'" : ", '") + k + "'";
+        return Status::Timeout("store: timed out after " + std::to_string(timeout.count()) +
+                               " ms waiting for key(s) " + names);
+      }
       Status s = wait(slice_);
       if (s.code() != StatusCode::kTimeout) return s;
       std::string reason;

@@ -25,6 +25,7 @@
 #ifndef HVD_RUNTIME_COMMON_JOB_KEYS_H_
 #define HVD_RUNTIME_COMMON_JOB_KEYS_H_
 
+#include <cstdint>
 #include <string>
 
 namespace hvd {
@@ -36,6 +37,24 @@ constexpr char kLauncherAbortReason[] = "hvd/abort/reason";
 constexpr char kStragglerReport[] = "hvd/straggler_report";
 constexpr char kJobFailure[] = "hvd/failure";
 constexpr char kJobFailureCount[] = "hvd/failure/count";  // the first to add 1 sets kJobFailure
+
+// --- Elastic jobs (dprun --min-np): dprun numbers each membership of the job, a
+// generation, from 0. For generation g it writes every member's assignment, then
+// kElasticGeneration := g. A worker (HVD_ELASTIC_ID) joins the latest generation that
+// assigns it; each generation's runtimes use ElasticScope(g) as their launcher view
+// (the abort reason and the job failure above live under it, so a later generation
+// never reads an earlier one's).
+constexpr char kElasticGeneration[] = "hvd/elastic/generation";
+inline std::string ElasticScope(int64_t generation) {
+  return "hvd/elastic/" + std::to_string(generation) + "/";
+}
+// "rank size local_rank local_size cross_rank cross_size" of worker `id` in `generation`.
+inline std::string ElasticAssignment(int64_t generation, const std::string& id) {
+  return ElasticScope(generation) + "assign/" + id;
+}
+// ADDed by a worker whose runtime failed when dprun saw no rank die: dprun then
+// publishes a new generation of the workers still running.
+constexpr char kElasticResetRequest[] = "hvd/elastic/reset_request";
 
 // --- A runtime's scope.
 inline std::string InitScope(const std::string& job_id, int generation) {

@@ -67,6 +67,7 @@ TEST(AbortableStore, WithoutAReasonItIsTheStoreItWraps) {
   const Status missing = store->Get("never", milliseconds(300), &v);
   EXPECT_EQ(missing.code(), StatusCode::kTimeout);
   EXPECT_THAT(missing.message(), HasSubstr("never"));
+  EXPECT_THAT(missing.message(), HasSubstr("after 300 ms"));  // the whole wait, not a slice
   EXPECT_GE(SecondsSince(start), 0.28);
   EXPECT_LT(SecondsSince(start), 3.0);
   ASSERT_TRUE(store->Delete("a").ok());

@@ -74,6 +74,21 @@ def _remove(handle):
     return entry
 
 
+def forget_all():
+    """Drops every handle (a new runtime starts: the old one's collectives all ended
+    with its shutdown, failed or not). Their C handles are released; later calls with
+    their ints raise InvalidArgumentError, and their names are free again."""
+    with _lock:
+        entries = list(_entries.values())
+        _entries.clear()
+        _keys_in_flight.clear()
+        del _abandoned[:]
+    release = _lib.lib().hvd_handle_release
+    for entry in entries:
+        for c in entry.c_handles:
+            release(c)
+
+
 def in_flight(key):
     """Whether a handle enqueued under call name `key` is not synchronized yet."""
     with _lock:

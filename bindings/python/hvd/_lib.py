@@ -173,6 +173,8 @@ _PROTOTYPES = {
     "hvd_init": (_I, []),
     "hvd_shutdown": (_I, []),
     "hvd_is_initialized": (_I, [_P(_I)]),
+    "hvd_elastic_generation": (_I, [_P(_I64)]),
+    "hvd_elastic_update_pending": (_I, [_P(_I)]),
     "hvd_rank": (_I, [_P(_I)]),
     "hvd_size": (_I, [_P(_I)]),
     "hvd_local_rank": (_I, [_P(_I)]),

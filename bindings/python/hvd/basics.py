@@ -99,6 +99,7 @@ def init(process_sets=None):
     was_running = is_initialized()
     _lib.check(_lib.lib().hvd_init(), "hvd_init")
     if not was_running:
+        _handles.forget_all()  # an earlier runtime's (an elastic reset's) handles
         with _state_lock:
             _name_counters.clear()
             for ps in _process_sets.values():

@@ -42,6 +42,19 @@ class HvdError(RuntimeError):
 HorovodInternalError = HvdError
 
 
+class HostsUpdatedInterrupt(RuntimeError):
+    """Raised by an elastic State's commit() when dprun has added or lost ranks since
+    the job's current generation began (hvd.elastic.run then resets every worker).
+
+    Attributes:
+      skip_sync: True when the workers' state needs no broadcast after the reset.
+    """
+
+    def __init__(self, skip_sync=False):
+        super().__init__("the job's ranks changed (dprun published a new generation)")
+        self.skip_sync = skip_sync
+
+
 class InvalidArgumentError(HvdError, ValueError):
     status = "HVD_INVALID_ARGUMENT"
 

@@ -25,8 +25,8 @@ HOROVOD_TORCH_EXPORTS = """elastic Compression allgather_object broadcast_object
     ccl_built cuda_built rocm_built ProcessSet global_process_set add_process_set
     remove_process_set Average Sum Adasum Min Max Product HorovodInternalError
     DistributedOptimizer SyncBatchNorm""".split()
-# Not in hvd.torch yet: elastic training is its own piece of work.
-PENDING = {"elastic"}
+# Every name is there now.
+PENDING = set()
 # What hvd.numpy shares with it: everything that does not need torch.
 TORCH_ONLY = {"elastic", "Compression", "sparse_allreduce_async", "DistributedOptimizer",
               "SyncBatchNorm", "broadcast_parameters", "broadcast_optimizer_state"}

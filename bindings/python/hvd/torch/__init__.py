@@ -40,3 +40,4 @@ from hvd.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
 from hvd.torch.fsdp import (FullyShardedDataParallel, MixedPrecision,  # noqa: F401
                             ShardingStrategy, StateDictType, hybrid_process_sets)
 from hvd.torch import wrap  # noqa: F401
+from hvd.torch import elastic  # noqa: F401

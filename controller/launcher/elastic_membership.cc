@@ -1,0 +1,91 @@
+#include "controller/launcher/elastic_membership.h"
+
+#include <algorithm>
+
+namespace hvd {
+namespace launcher {
+
+void ElasticMembership::Add(const std::string& id, const std::string& host) {
+  workers_.push_back({id, host, true});
+}
+
+int ElasticMembership::running() const {
+  return static_cast<int>(
+      std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; }));
+}
+
+int ElasticMembership::RunningOn(const std::string& host) const {
+  return static_cast<int>(WorkersOn(host).size());
+}
+
+std::vector<std::string> ElasticMembership::WorkersOn(const std::string& host) const {
+  std::vector<std::string> ids;
+  for (const Worker& w : workers_)
+    if (w.running && w.host == host) ids.push_back(w.id);
+  return ids;
+}
+
+std::string ElasticMembership::Ended(const std::string& id, bool failed, Clock::time_point now,
+                                     bool* reset) {
+  *reset = false;
+  auto it = std::find_if(workers_.begin(), workers_.end(),
+                         [&](const Worker& w) { return w.id == id; });
+  if (it == workers_.end() || !it->running) return "";
+  it->running = false;
+  if (!failed || !InLatest(id)) return "";  // done, or already left out
+  HostRecord& host = hosts_[it->host];
+  if (++host.failures >= kBlacklistFailures) {
+    host.blacklisted_until = now + kBlacklistCooldown;
+    host.failures = 0;
+  }
+  if (running() < min_np_)
+    return std::to_string(running()) + " rank(s) left, fewer than --min-np " +
+           std::to_string(min_np_);
+  if (resets_ >= reset_limit_)
+    return "the job was reset " + std::to_string(resets_) + " time(s) (--reset-limit " +
+           std::to_string(reset_limit_) + ")";
+  *reset = true;
+  return "";
+}
+
+bool ElasticMembership::Blacklisted(const std::string& host, Clock::time_point now) const {
+  auto it = hosts_.find(host);
+  return it != hosts_.end() && now < it->second.blacklisted_until;
+}
+
+int64_t ElasticMembership::NextGeneration(
+    std::vector<std::pair<std::string, std::string>>* assignments) {
+  std::vector<const Worker*> members;
+  for (const Worker& w : workers_)
+    if (w.running) members.push_back(&w);
+  const int size = static_cast<int>(members.size());
+  // Local ranks by host, in rank order; cross ranks among the workers of each local rank.
+  std::map<std::string, int> on_host, host_size;
+  for (const Worker* w : members) ++host_size[w->host];
+  std::vector<int> local(size);
+  std::map<int, int> with_local, cross_size;
+  for (int r = 0; r < size; ++r) {
+    local[r] = on_host[members[r]->host]++;
+    ++cross_size[local[r]];
+  }
+  assignments->clear();
+  latest_.clear();
+  for (int r = 0; r < size; ++r) {
+    const int cross = with_local[local[r]]++;
+    assignments->emplace_back(
+        members[r]->id, std::to_string(r) + " " + std::to_string(size) + " " +
+                            std::to_string(local[r]) + " " +
+                            std::to_string(host_size[members[r]->host]) + " " +
+                            std::to_string(cross) + " " + std::to_string(cross_size[local[r]]));
+    latest_.push_back(members[r]->id);
+  }
+  if (generation_ >= 0) ++resets_;
+  return ++generation_;
+}
+
+bool ElasticMembership::InLatest(const std::string& id) const {
+  return std::find(latest_.begin(), latest_.end(), id) != latest_.end();
+}
+
+}  // namespace launcher
+}  // namespace hvd

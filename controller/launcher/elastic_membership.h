@@ -1,0 +1,85 @@
+// ElasticMembership: who belongs to an elastic job (dprun --min-np), generation by
+// generation; pure, no I/O (the Supervisor publishes what it decides).
+//
+// A worker is one process dprun started, named by an id ("w0", "w1", ...) it gets as
+// HVD_ELASTIC_ID, on a host. Each generation numbers the workers running then 0..M-1,
+// keeping the order in which they were started, so ranks move down over a lost worker
+// and new workers come last. Rules:
+//   - a worker that exits with code 0 is done: no new generation;
+//   - a worker that fails (non-zero, a signal) is gone: a new generation of the rest,
+//     unless fewer than min_np would remain or the reset limit is reached, which end
+//     the job with the cause;
+//   - a host whose workers failed kBlacklistFailures times is blacklisted for
+//     kBlacklistCooldown: no worker starts there meanwhile;
+//   - workers may be added while fewer than max_np run.
+#ifndef HVD_CONTROLLER_LAUNCHER_ELASTIC_MEMBERSHIP_H_
+#define HVD_CONTROLLER_LAUNCHER_ELASTIC_MEMBERSHIP_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hvd {
+namespace launcher {
+
+constexpr int kBlacklistFailures = 2;
+constexpr std::chrono::seconds kBlacklistCooldown{60};
+
+class ElasticMembership {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  ElasticMembership(int min_np, int max_np, int reset_limit)
+      : min_np_(min_np), max_np_(max_np), reset_limit_(reset_limit) {}
+
+  // A worker was started on `host`; it belongs to the next generation.
+  void Add(const std::string& id, const std::string& host);
+  // Whether another worker may start: fewer than max_np run.
+  bool CanAdd() const { return running() < max_np_; }
+  int running() const;
+  // The workers running on `host`.
+  int RunningOn(const std::string& host) const;
+  // The ids of the workers running on `host`.
+  std::vector<std::string> WorkersOn(const std::string& host) const;
+
+  // Worker `id` ended. Returns "" when the job goes on (a new generation is due if
+  // *reset), else why it must end.
+  std::string Ended(const std::string& id, bool failed, Clock::time_point now, bool* reset);
+
+  // Whether `host` is blacklisted at `now`.
+  bool Blacklisted(const std::string& host, Clock::time_point now) const;
+
+  // Numbers the running workers for a new generation; returns its number and each
+  // worker's "rank size local_rank local_size cross_rank cross_size", in rank order.
+  int64_t NextGeneration(std::vector<std::pair<std::string, std::string>>* assignments);
+
+  // Whether worker `id` is in the latest generation.
+  bool InLatest(const std::string& id) const;
+  int64_t generation() const { return generation_; }
+  int resets() const { return resets_; }
+
+ private:
+  struct Worker {
+    std::string id, host;
+    bool running = true;
+  };
+  struct HostRecord {
+    int failures = 0;
+    Clock::time_point blacklisted_until{};
+  };
+
+  const int min_np_, max_np_, reset_limit_;
+  std::vector<Worker> workers_;  // in the order started
+  std::map<std::string, HostRecord> hosts_;
+  std::vector<std::string> latest_;  // the latest generation's ids
+  int64_t generation_ = -1;
+  int resets_ = 0;
+};
+
+}  // namespace launcher
+}  // namespace hvd
+
+#endif  // HVD_CONTROLLER_LAUNCHER_ELASTIC_MEMBERSHIP_H_

@@ -1,0 +1,222 @@
+// Elastic jobs (dprun --min-np, hvd.elastic): examples/elastic/train_elastic.py trains
+// a small model while ranks die or join. Each job's command line carries its own
+// temporary directory, which tells its processes from other tests'. Each worker logs the samples of every
+// committed batch and its final parameters (ELASTIC_LOG), which the tests read.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/job_runner.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+using hvd::testing::JobRunner;
+
+const std::string kDprun = HVD_DPRUN_PATH;
+const std::string kScript = std::string(HVD_SOURCE_DIR) + "/examples/elastic/train_elastic.py";
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char t[] = "/tmp/hvd-elastic-XXXXXX";
+    path = mkdtemp(t) ? t : "";
+  }
+  ~TempDir() { std::system(("rm -rf " + path).c_str()); }
+};
+
+struct WorkerLog {
+  double start_loss = -1, final_loss = -1;
+  std::string checksum;  // empty: no "final" line
+  int final_size = 0;
+  std::map<int, std::vector<int>> samples;  // epoch -> indices, in order
+};
+
+WorkerLog ReadLog(const std::string& file) {
+  WorkerLog w;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream s(line);
+    std::string word;
+    s >> word;
+    if (word == "start") {
+      s >> word >> w.start_loss;
+    } else if (word == "final") {
+      s >> w.checksum >> word >> w.final_loss >> word >> w.final_size;
+    } else if (word == "epoch") {
+      int epoch = 0;
+      std::string indices;
+      s >> epoch >> word >> word >> word >> word >> word >> indices;
+      std::stringstream list(indices);
+      std::string i;
+      while (std::getline(list, i, ',')) w.samples[epoch].push_back(std::stoi(i));
+    }
+  }
+  return w;
+}
+
+std::map<std::string, WorkerLog> ReadLogs(const std::string& dir, int workers) {
+  std::map<std::string, WorkerLog> logs;
+  for (int i = 0; i < workers; ++i) {
+    const std::string id = "w" + std::to_string(i);
+    logs[id] = ReadLog(dir + "/" + id + ".log");
+  }
+  return logs;
+}
+
+JobRunner::Options Env(const std::string& log_dir, std::vector<std::string> more) {
+  JobRunner::Options o;
+  o.merge_output = true;
+  o.env = {"ELASTIC_LOG=" + log_dir, "PYTHONPATH=" + std::string(HVD_SOURCE_DIR) + "/bindings/python",
+           "HVD_LIBRARY=" + std::string(HVD_BUILD_DIR) + "/libhvd.so", "HVD_TIMEOUT=20",
+           "OMP_NUM_THREADS=1"};
+  for (auto& e : more) o.env.push_back(std::move(e));
+  return o;
+}
+
+// Every sample of every epoch, counted over all workers' committed batches.
+void ExpectEverySampleOnce(const std::map<std::string, WorkerLog>& logs, int epochs, int samples) {
+  for (int e = 0; e < epochs; ++e) {
+    std::map<int, int> seen;
+    for (const auto& [id, w] : logs) {
+      auto it = w.samples.find(e);
+      if (it == w.samples.end()) continue;
+      for (int i : it->second) ++seen[i];
+    }
+    EXPECT_EQ(static_cast<int>(seen.size()), samples) << "epoch " << e;
+    int repeated = 0;
+    for (const auto& [i, n] : seen) repeated += n > 1;
+    EXPECT_EQ(repeated, 0) << "epoch " << e;
+  }
+}
+
+TEST(Elastic, AKilledRankLeavesTheJobTrainingOnTheRest) {
+  TempDir dir;
+  // w2 dies right after committing batch 5 of epoch 0: 6 x 8 x 4 samples are done, and
+  // the 768 left split evenly over 3 ranks, so every sample runs exactly once.
+  JobRunner job({kDprun, "-np", "4", "--min-np", "2", "/usr/bin/python3", kScript, dir.path},
+                Env(dir.path, {"ELASTIC_KILL=w2:0:5"}));
+  ASSERT_TRUE(job.Wait(std::chrono::seconds(240))) << job.out();
+  EXPECT_EQ(job.exit_code(), 0) << job.out();
+  EXPECT_THAT(job.out(), HasSubstr("was killed by signal 9 (Killed); the job goes on with 3 rank(s)"));
+  EXPECT_THAT(job.out(), HasSubstr("dprun: generation 1: 3 rank(s)"));
+  const auto logs = ReadLogs(dir.path, 4);
+  EXPECT_TRUE(logs.at("w2").checksum.empty());
+  std::set<std::string> checksums;
+  for (const char* id : {"w0", "w1", "w3"}) {
+    const WorkerLog& w = logs.at(id);
+    ASSERT_FALSE(w.checksum.empty()) << id << " did not finish\n" << job.out();
+    checksums.insert(w.checksum);
+    EXPECT_EQ(w.final_size, 3) << id;
+    EXPECT_LT(w.final_loss, 0.6 * w.start_loss) << id;
+  }
+  EXPECT_EQ(checksums.size(), 1u) << "the survivors' parameters differ";
+  ExpectEverySampleOnce(logs, 3, 960);
+}
+
+TEST(Elastic, ARankLostDuringTheResetIsSurvivedToo) {
+  TempDir dir;
+  // w2 dies at batch 5; w3 dies as it rejoins (in its reset callback): a third
+  // generation of 2 finishes.
+  JobRunner job({kDprun, "-np", "4", "--min-np", "2", "/usr/bin/python3", kScript, dir.path},
+                Env(dir.path, {"ELASTIC_KILL=w2:0:5", "ELASTIC_KILL_ON_RESET=w3"}));
+  ASSERT_TRUE(job.Wait(std::chrono::seconds(240))) << job.out();
+  EXPECT_EQ(job.exit_code(), 0) << job.out();
+  const auto logs = ReadLogs(dir.path, 4);
+  ASSERT_FALSE(logs.at("w0").checksum.empty()) << job.out();
+  EXPECT_EQ(logs.at("w0").checksum, logs.at("w1").checksum);
+  EXPECT_EQ(logs.at("w0").final_size, 2);
+  EXPECT_THAT(job.out(), HasSubstr("dprun: generation 2: 2 rank(s)"));
+}
+
+TEST(Elastic, FewerThanMinNpEndsTheJobNamingTheCause) {
+  TempDir dir;
+  JobRunner job({kDprun, "-np", "2", "--min-np", "2", "/usr/bin/python3", kScript, dir.path},
+                Env(dir.path, {"ELASTIC_KILL=w1:0:3"}));
+  ASSERT_TRUE(job.Wait(std::chrono::seconds(120))) << job.out();
+  EXPECT_EQ(job.exit_code(), 128 + SIGKILL) << job.out();
+  EXPECT_TRUE(std::string(job.out()).find("dprun: rank 1 (pid ") != std::string::npos) << job.out();
+  EXPECT_THAT(job.out(), HasSubstr("was killed by signal 9 (Killed); 1 rank(s) left, fewer than "
+                                   "--min-np 2"));
+  EXPECT_TRUE(hvd::testing::ProcessesWithCommandLineContaining(dir.path).empty());
+}
+
+TEST(Elastic, ResetsAreBounded) {
+  TempDir dir;
+  JobRunner job({kDprun, "-np", "4", "--min-np", "2", "--reset-limit", "1", "/usr/bin/python3",
+                 kScript, dir.path},
+                Env(dir.path, {"ELASTIC_KILL=w2:0:5", "ELASTIC_KILL_ON_RESET=w3"}));
+  ASSERT_TRUE(job.Wait(std::chrono::seconds(120))) << job.out();
+  EXPECT_NE(job.exit_code(), 0) << job.out();
+  EXPECT_THAT(job.out(), HasSubstr("the job was reset 1 time(s) (--reset-limit 1)"));
+  EXPECT_TRUE(hvd::testing::ProcessesWithCommandLineContaining(dir.path).empty());
+}
+
+TEST(Elastic, ADiscoveredHostGrowsTheJobAndTheNewRanksGetTheState) {
+  TempDir dir;
+  const std::string script = dir.path + "/hosts.sh";
+  {
+    std::ofstream s(script);
+    s << "#!/bin/sh\necho localhost:2\n[ -e " << dir.path << "/grow ] && echo 127.0.0.1:2\nexit 0\n";
+  }
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  JobRunner job({kDprun, "-np", "2", "--min-np", "2", "--max-np", "4", "--host-discovery-script",
+                 script, "/usr/bin/python3", kScript, dir.path},
+                Env(dir.path, {"ELASTIC_STEP_SLEEP=0.02"}));
+  ASSERT_TRUE(job.ReadUntil([&] { return job.out().find("epoch 0: loss") != std::string::npos; },
+                            std::chrono::seconds(120)))
+      << job.out();
+  std::ofstream(dir.path + "/grow") << "1";
+  ASSERT_TRUE(job.Wait(std::chrono::seconds(240))) << job.out();
+  EXPECT_EQ(job.exit_code(), 0) << job.out();
+  EXPECT_THAT(job.out(), HasSubstr("dprun: generation 1: 4 rank(s)"));
+  EXPECT_THAT(job.out(), HasSubstr("on 4 rank(s)"));
+  const auto logs = ReadLogs(dir.path, 4);
+  std::set<std::string> checksums;
+  for (const auto& [id, w] : logs) {
+    ASSERT_FALSE(w.checksum.empty()) << id << " did not finish\n" << job.out();
+    EXPECT_EQ(w.final_size, 4) << id;
+    checksums.insert(w.checksum);
+  }
+  EXPECT_EQ(checksums.size(), 1u) << "the ranks' parameters differ";
+}
+
+TEST(Elastic, AVanishedHostsRanksAreStoppedAndTheRestGoOn) {
+  TempDir dir;
+  const std::string script = dir.path + "/hosts.sh";
+  {
+    std::ofstream s(script);
+    s << "#!/bin/sh\necho localhost:2\n[ -e " << dir.path << "/shrink ] || echo 127.0.0.1:2\n";
+  }
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  JobRunner job({kDprun, "-np", "4", "-H", "localhost:2,127.0.0.1:2", "--min-np", "2",
+                 "--host-discovery-script", script, "/usr/bin/python3", kScript, dir.path},
+                Env(dir.path, {"ELASTIC_STEP_SLEEP=0.02"}));
+  ASSERT_TRUE(job.ReadUntil([&] { return job.out().find("epoch 0: loss") != std::string::npos; },
+                            std::chrono::seconds(120)))
+      << job.out();
+  std::ofstream(dir.path + "/shrink") << "1";
+  ASSERT_TRUE(job.Wait(std::chrono::seconds(240))) << job.out();
+  EXPECT_EQ(job.exit_code(), 0) << job.out();
+  EXPECT_THAT(job.out(), HasSubstr("dprun: host 127.0.0.1 is gone: stopping rank 2"));
+  EXPECT_THAT(job.out(), HasSubstr("on 2 rank(s)"));
+  const auto logs = ReadLogs(dir.path, 4);
+  ASSERT_FALSE(logs.at("w0").checksum.empty()) << job.out();
+  EXPECT_EQ(logs.at("w0").checksum, logs.at("w1").checksum);
+  EXPECT_EQ(logs.at("w0").final_size, 2);
+  EXPECT_TRUE(logs.at("w2").checksum.empty());
+}
+
+}  // namespace

@@ -1,0 +1,109 @@
+// ElasticMembership and ParseDiscoveryOutput (controller/launcher): who is in each
+// generation of an elastic job, and the discovery script's output.
+#include "controller/launcher/elastic_membership.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "controller/launcher/host_discovery.h"
+
+namespace hvd {
+namespace launcher {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using Clock = ElasticMembership::Clock;
+
+TEST(ElasticMembership, GenerationsNumberTheRunningWorkersInStartOrder) {
+  ElasticMembership m(/*min_np=*/2, /*max_np=*/4, /*reset_limit=*/10);
+  m.Add("w0", "a");
+  m.Add("w1", "a");
+  m.Add("w2", "b");
+  std::vector<std::pair<std::string, std::string>> a;
+  EXPECT_EQ(m.NextGeneration(&a), 0);
+  // rank size local_rank local_size cross_rank cross_size
+  EXPECT_THAT(a, ElementsAre(Pair("w0", "0 3 0 2 0 2"), Pair("w1", "1 3 1 2 0 1"),
+                             Pair("w2", "2 3 0 1 1 2")));
+  bool reset = false;
+  EXPECT_EQ(m.Ended("w1", /*failed=*/true, Clock::now(), &reset), "");
+  EXPECT_TRUE(reset);
+  m.Add("w3", "b");
+  EXPECT_EQ(m.NextGeneration(&a), 1);
+  EXPECT_THAT(a, ElementsAre(Pair("w0", "0 3 0 1 0 2"), Pair("w2", "1 3 0 2 1 2"),
+                             Pair("w3", "2 3 1 2 0 1")));
+  EXPECT_EQ(m.resets(), 1);
+  EXPECT_TRUE(m.InLatest("w3"));
+  EXPECT_FALSE(m.InLatest("w1"));
+}
+
+TEST(ElasticMembership, ACleanExitIsNoResetAndTooFewRanksEndTheJob) {
+  ElasticMembership m(2, 3, 10);
+  for (const char* id : {"w0", "w1", "w2"}) m.Add(id, "a");
+  std::vector<std::pair<std::string, std::string>> a;
+  m.NextGeneration(&a);
+  EXPECT_FALSE(m.CanAdd());
+  bool reset = true;
+  EXPECT_EQ(m.Ended("w2", /*failed=*/false, Clock::now(), &reset), "");
+  EXPECT_FALSE(reset);
+  EXPECT_TRUE(m.CanAdd());
+  EXPECT_EQ(m.Ended("w1", /*failed=*/true, Clock::now(), &reset),
+            "1 rank(s) left, fewer than --min-np 2");
+  EXPECT_FALSE(reset);
+}
+
+TEST(ElasticMembership, ResetsAreBoundedAndFailingHostsAreBlacklistedForAWhile) {
+  ElasticMembership m(1, 8, /*reset_limit=*/1);
+  for (const char* id : {"w0", "w1", "w2", "w3"}) m.Add(id, id[1] == '0' ? "good" : "bad");
+  std::vector<std::pair<std::string, std::string>> a;
+  m.NextGeneration(&a);
+  const auto t0 = Clock::now();
+  bool reset = false;
+  EXPECT_EQ(m.Ended("w1", true, t0, &reset), "");
+  EXPECT_FALSE(m.Blacklisted("bad", t0));
+  m.NextGeneration(&a);
+  EXPECT_EQ(m.Ended("w2", true, t0, &reset), "the job was reset 1 time(s) (--reset-limit 1)");
+  EXPECT_TRUE(m.Blacklisted("bad", t0));  // its second failure
+  EXPECT_FALSE(m.Blacklisted("good", t0));
+  EXPECT_FALSE(m.Blacklisted("bad", t0 + kBlacklistCooldown));
+}
+
+TEST(ElasticMembership, AWorkerLeftOutOfTheGenerationFailsWithoutAReset) {
+  ElasticMembership m(1, 2, 10);
+  m.Add("w0", "a");
+  m.Add("w1", "a");
+  bool reset = true;
+  // Not in any generation yet (started, not published): its failure resets nothing.
+  EXPECT_EQ(m.Ended("w1", true, Clock::now(), &reset), "");
+  EXPECT_FALSE(reset);
+}
+
+TEST(HostDiscovery, ParsesHostsAndSlots) {
+  std::vector<HostSlots> hosts;
+  std::string why;
+  ASSERT_TRUE(ParseDiscoveryOutput("# comment\nlocalhost:2\n\n  hostB \n127.0.0.1:3\n", 4, &hosts, &why))
+      << why;
+  ASSERT_EQ(hosts.size(), 3u);
+  EXPECT_EQ(hosts[0].host, "localhost");
+  EXPECT_EQ(hosts[0].slots, 2);
+  EXPECT_EQ(hosts[1].host, "hostB");
+  EXPECT_EQ(hosts[1].slots, 4);
+  EXPECT_EQ(hosts[2].slots, 3);
+  EXPECT_FALSE(ParseDiscoveryOutput("hostA:0\n", 1, &hosts, &why));
+  EXPECT_THAT(why, HasSubstr("hostA:0"));
+  EXPECT_FALSE(ParseDiscoveryOutput("hostA:x\n", 1, &hosts, &why));
+  EXPECT_FALSE(ParseDiscoveryOutput("host A\n", 1, &hosts, &why));
+  EXPECT_EQ(hosts.size(), 3u) << "a failed parse leaves the hosts alone";
+}
+
+TEST(HostDiscovery, RunsTheScriptAndReportsItsFailure) {
+  std::vector<HostSlots> hosts;
+  std::string why;
+  EXPECT_FALSE(RunDiscoveryScript("/nonexistent/hosts.sh", 1, &hosts, &why));
+  EXPECT_THAT(why, HasSubstr("failed"));
+}
+
+}  // namespace
+}  // namespace launcher
+}  // namespace hvd
