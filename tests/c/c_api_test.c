@@ -42,6 +42,15 @@ int main(void) {
   EXPECT(hvd_rank(NULL) == HVD_INVALID_ARGUMENT);
   EXPECT(hvd_check_health() == HVD_SUCCESS);
   {
+    /* Not an elastic job (no dprun --min-np): generation -1, never an update. */
+    int64_t generation = 7;
+    int pending = 7;
+    EXPECT(hvd_elastic_generation(&generation) == HVD_SUCCESS && generation == -1);
+    EXPECT(hvd_elastic_update_pending(&pending) == HVD_SUCCESS && pending == 0);
+    EXPECT(hvd_elastic_generation(NULL) == HVD_INVALID_ARGUMENT);
+    EXPECT(hvd_elastic_update_pending(NULL) == HVD_INVALID_ARGUMENT);
+  }
+  {
     const char* plane = NULL;
     EXPECT(hvd_host_backend(0, &plane) == HVD_SUCCESS && strcmp(plane, "gloo") == 0);
     EXPECT(hvd_host_backend(42, &plane) == HVD_INVALID_ARGUMENT);
