@@ -192,8 +192,16 @@ void Supervisor::OnRankExit(RankProcess& r, int status) {
       return Fail(why, ExitCodeOf(status), /*let_others_report=*/true);
     }
     case ExitVerdict::kAfterFailure:
-      return reporter_.Message(r.Name() + " " + DescribeExit(status) + " after the failure above");
+      return reporter_.Message(LostContact(r, status)
+                                   ? LostContactMessage(r, status) + ", after the failure above"
+                                   : r.Name() + " " + DescribeExit(status) + " after the failure above");
     case ExitVerdict::kTerminated:
+      // A remote rank that ignored the teardown (its script never saw its stdin close)
+      // was cut off: its ssh was killed after the grace period.
+      if (r.spec.remote && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+        return reporter_.Message("lost contact with host " + r.spec.host + " (" + r.Name() +
+                                 "): it did not answer dprun's teardown, and its ssh session "
+                                 "was killed after the grace period");
       return reporter_.Message(r.Name() + " terminated by dprun (" + DescribeExit(status) + ")");
   }
 }
@@ -309,8 +317,22 @@ void Supervisor::AddWorker(const std::string& host) {
 // The first failing exit is the job's cause, unless the runtimes already agreed on an
 // earlier one (a frozen rank, a rank that left): then that one is, and this exit
 // follows from it.
+// ssh exits with 255 when its connection dies (keep-alive, a reset link) after the
+// rank started: that is the host lost, not the rank's own exit code.
+bool Supervisor::LostContact(const RankProcess& r, int status) {
+  return r.spec.remote && r.out.remote_pid() >= 0 && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 255;
+}
+
+std::string Supervisor::LostContactMessage(const RankProcess& r, int) {
+  const std::string& why = r.err.last_line();
+  return "lost contact with host " + r.spec.host + " (" + r.Name() +
+         "): its ssh connection ended (exit code 255" + (why.empty() ? "" : ": " + why) + ")";
+}
+
 std::string Supervisor::CauseOf(const RankProcess& r, int status) {
-  const std::string exit = r.Name() + " " + DescribeExit(status);
+  const std::string exit =
+      LostContact(r, status) ? LostContactMessage(r, status) : r.Name() + " " + DescribeExit(status);
   std::string failure;
   if (store_.Get(keys::kJobFailure, std::chrono::milliseconds(0), &failure).ok() &&
       !failure.empty())

@@ -79,6 +79,8 @@ class Supervisor {
   void Reap();
   void OnRankExit(RankProcess& r, int status);
   std::string CauseOf(const RankProcess& r, int status);
+  static bool LostContact(const RankProcess& r, int status);
+  static std::string LostContactMessage(const RankProcess& r, int status);
   // Reports `why` and hands the failure to the teardown.
   void Fail(const std::string& why, int exit_code, bool let_others_report = false);
   void SignalAll(int sig);

@@ -422,6 +422,36 @@ TEST_F(MultiHost, CuttingAHostsLinkMidRunFailsClearlyWithoutHanging) {
       std::regex_search(out, std::regex(R"(dprun: rank \d \(pid \d+ on 10\.231\.0\.[23]\) )")))
       << out;
   EXPECT_THAT(out, ::testing::Not(HasSubstr("step 99999 ok")));
+  // The lost host is named as such, not as a rank that "exited with code 255" (ssh's
+  // code when its connection dies).
+  EXPECT_THAT(out, HasSubstr("lost contact with host 10.231.0.3")) << out;
+  EXPECT_FALSE(std::regex_search(out, std::regex(R"(on 10\.231\.0\.3\) exited with code 255)")))
+      << out;
+}
+
+TEST_F(MultiHost, AnSshSessionThatDiesIsReportedAsTheHostLost) {
+  JobRunner::Options merged;
+  merged.merge_output = true;
+  JobRunner job(JobRunner::Shell(cluster_->InA(kDprun + " " + cluster_->DprunSsh() + " -np 4 " +
+                                               HostsBC() + " -x HVD_TIMEOUT=8 --grace-period 2 " +
+                                               kTopologyJob + " 100000 20")),
+                merged);
+  ASSERT_TRUE(job.WaitForOutput("[2]<stdout>:step 10 ok", milliseconds(30000))) << job.out();
+  // The sessions' sshd processes on C (not the listener, "sshd -D"): their clients on A
+  // see the connection end and exit with 255.
+  std::string error;
+  ASSERT_TRUE(Sh("for p in $(ip netns pids " + cluster_->ns_c() +
+                     "); do case \"$(tr '\\0' ' ' < /proc/$p/cmdline)\" in 'sshd: '*) kill -9 $p;; "
+                     "esac; done",
+                 &error))
+      << error;
+  ASSERT_TRUE(job.Wait(milliseconds(40000))) << "dprun hung\n" << job.out();
+  EXPECT_NE(job.exit_code(), 0) << job.out();
+  EXPECT_TRUE(std::regex_search(
+      job.out(), std::regex(R"(dprun: lost contact with host 10\.231\.0\.3 \(rank [23] \(pid \d+ on 10\.231\.0\.3\)\): its ssh connection ended \(exit code 255)")))
+      << job.out();
+  EXPECT_FALSE(std::regex_search(job.out(), std::regex(R"(on 10\.231\.0\.3\) exited with code 255)")))
+      << job.out();
 }
 
 }  // namespace
