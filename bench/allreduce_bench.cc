@@ -136,7 +136,10 @@ std::shared_ptr<gloo::Context> ConnectBenchContext(int rank, int size) {
   const std::string job = Env("HVD_JOB_ID");
   auto prefixed = NewPrefixStore(store, (job.empty() ? "" : job + "/") + "bench/");
   std::shared_ptr<gloo::transport::Device> device;
-  Status s = CreateGlooDevice("127.0.0.1", "", &device);
+  // Where dprun placed this rank (its host's address across hosts; 127.0.0.1 here).
+  const std::string gloo_host = Env("HVD_GLOO_HOSTNAME");
+  Status s = CreateGlooDevice(gloo_host.empty() ? "127.0.0.1" : gloo_host, Env("HVD_GLOO_IFACE"),
+                              &device);
   std::shared_ptr<gloo::Context> ctx;
   if (s.ok()) s = ConnectGlooContext(prefixed, device, rank, size, timeout, &ctx);
   if (!s.ok()) Die("bench Gloo context: " + s.ToString());
