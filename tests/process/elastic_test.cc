@@ -102,6 +102,26 @@ void ExpectEverySampleOnce(const std::map<std::string, WorkerLog>& logs, int epo
   }
 }
 
+// Writes a discovery script printing localhost:2, and 127.0.0.1:2 while the file
+// `dir`/`flag` exists (`second_while_flag`) or until it does (otherwise).
+std::string DiscoveryScript(const std::string& dir, const std::string& flag,
+                            bool second_while_flag) {
+  const std::string script = dir + "/hosts.sh";
+  std::ofstream(script) << "#!/bin/sh\necho localhost:2\n[ -e " << dir << "/" << flag << " ] "
+                        << (second_while_flag ? "&&" : "||") << " echo 127.0.0.1:2\nexit 0\n";
+  chmod(script.c_str(), 0755);
+  return script;
+}
+
+// Lets the job train its first epoch, then creates `dir`/`flag` and waits for the end.
+void FlagAfterFirstEpoch(JobRunner& job, const std::string& dir, const std::string& flag) {
+  ASSERT_TRUE(job.ReadUntil([&] { return job.out().find("epoch 0: loss") != std::string::npos; },
+                            std::chrono::seconds(120)))
+      << job.out();
+  std::ofstream(dir + "/" + flag) << "1";
+  ASSERT_TRUE(job.Wait(std::chrono::seconds(240))) << job.out();
+}
+
 TEST(Elastic, AKilledRankLeavesTheJobTrainingOnTheRest) {
   TempDir dir;
   // w2 dies right after committing batch 5 of epoch 0: 6 x 8 x 4 samples are done, and
@@ -166,20 +186,11 @@ TEST(Elastic, ResetsAreBounded) {
 
 TEST(Elastic, ADiscoveredHostGrowsTheJobAndTheNewRanksGetTheState) {
   TempDir dir;
-  const std::string script = dir.path + "/hosts.sh";
-  {
-    std::ofstream s(script);
-    s << "#!/bin/sh\necho localhost:2\n[ -e " << dir.path << "/grow ] && echo 127.0.0.1:2\nexit 0\n";
-  }
-  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  const std::string script = DiscoveryScript(dir.path, "grow", /*second_while_flag=*/true);
   JobRunner job({kDprun, "-np", "2", "--min-np", "2", "--max-np", "4", "--host-discovery-script",
                  script, "/usr/bin/python3", kScript, dir.path},
                 Env(dir.path, {"ELASTIC_STEP_SLEEP=0.02"}));
-  ASSERT_TRUE(job.ReadUntil([&] { return job.out().find("epoch 0: loss") != std::string::npos; },
-                            std::chrono::seconds(120)))
-      << job.out();
-  std::ofstream(dir.path + "/grow") << "1";
-  ASSERT_TRUE(job.Wait(std::chrono::seconds(240))) << job.out();
+  FlagAfterFirstEpoch(job, dir.path, "grow");
   EXPECT_EQ(job.exit_code(), 0) << job.out();
   EXPECT_THAT(job.out(), HasSubstr("dprun: generation 1: 4 rank(s)"));
   EXPECT_THAT(job.out(), HasSubstr("on 4 rank(s)"));
@@ -195,20 +206,11 @@ TEST(Elastic, ADiscoveredHostGrowsTheJobAndTheNewRanksGetTheState) {
 
 TEST(Elastic, AVanishedHostsRanksAreStoppedAndTheRestGoOn) {
   TempDir dir;
-  const std::string script = dir.path + "/hosts.sh";
-  {
-    std::ofstream s(script);
-    s << "#!/bin/sh\necho localhost:2\n[ -e " << dir.path << "/shrink ] || echo 127.0.0.1:2\n";
-  }
-  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  const std::string script = DiscoveryScript(dir.path, "shrink", /*second_while_flag=*/false);
   JobRunner job({kDprun, "-np", "4", "-H", "localhost:2,127.0.0.1:2", "--min-np", "2",
                  "--host-discovery-script", script, "/usr/bin/python3", kScript, dir.path},
                 Env(dir.path, {"ELASTIC_STEP_SLEEP=0.02"}));
-  ASSERT_TRUE(job.ReadUntil([&] { return job.out().find("epoch 0: loss") != std::string::npos; },
-                            std::chrono::seconds(120)))
-      << job.out();
-  std::ofstream(dir.path + "/shrink") << "1";
-  ASSERT_TRUE(job.Wait(std::chrono::seconds(240))) << job.out();
+  FlagAfterFirstEpoch(job, dir.path, "shrink");
   EXPECT_EQ(job.exit_code(), 0) << job.out();
   EXPECT_THAT(job.out(), HasSubstr("dprun: host 127.0.0.1 is gone: stopping rank 2"));
   EXPECT_THAT(job.out(), HasSubstr("on 2 rank(s)"));

@@ -256,6 +256,21 @@ std::string MultiHost::skip_reason_;
 
 std::string HostsBC() { return "-H " + kAddrB + ":2," + kAddrC + ":2"; }
 
+// topology_job at 4 ranks on B and C (HVD_TIMEOUT 8 s, grace period 2 s), once its
+// rank 2 (on C) has done 10 steps. HVD_TIMEOUT also bounds the start-up rendezvous: 4 s
+// was too short there when ctest ran this next to the ssh-heavy tests.
+std::unique_ptr<JobRunner> StartLongJobOnBC(const Cluster& cluster) {
+  JobRunner::Options merged;
+  merged.merge_output = true;
+  auto job = std::make_unique<JobRunner>(
+      JobRunner::Shell(cluster.InA(kDprun + " " + cluster.DprunSsh() + " -np 4 " + HostsBC() +
+                                   " -x HVD_TIMEOUT=8 --grace-period 2 " + kTopologyJob +
+                                   " 100000 20")),
+      merged);
+  EXPECT_TRUE(job->WaitForOutput("[2]<stdout>:step 10 ok", milliseconds(30000))) << job->out();
+  return job;
+}
+
 // "topology rank=R ..." as relayed by dprun for rank R.
 std::string TopologyLine(int rank, int size, int local_rank, int local_size, int cross_rank,
                          int cross_size) {
@@ -394,15 +409,8 @@ TEST_F(MultiHost, FailingRemoteRankTearsDownTheOthers) {
 
 // Last in the file: it cuts C's link (and restores it).
 TEST_F(MultiHost, CuttingAHostsLinkMidRunFailsClearlyWithoutHanging) {
-  // HVD_TIMEOUT also bounds the start-up rendezvous: 4 s was too short there when
-  // ctest ran this next to the ssh-heavy tests (rank 0's ssh took longer to start).
-  JobRunner::Options merged;
-  merged.merge_output = true;
-  JobRunner job(JobRunner::Shell(cluster_->InA(kDprun + " " + cluster_->DprunSsh() + " -np 4 " +
-                                               HostsBC() + " -x HVD_TIMEOUT=8 --grace-period 2 " +
-                                               kTopologyJob + " 100000 20")),
-                merged);
-  ASSERT_TRUE(job.WaitForOutput("[2]<stdout>:step 10 ok", milliseconds(30000))) << job.out();
+  std::unique_ptr<JobRunner> started = StartLongJobOnBC(*cluster_);
+  JobRunner& job = *started;
   const auto cut = Clock::now();
   std::string error;
   ASSERT_TRUE(Sh("ip -n " + cluster_->ns_c() + " link set eth0 down", &error)) << error;
@@ -430,13 +438,8 @@ TEST_F(MultiHost, CuttingAHostsLinkMidRunFailsClearlyWithoutHanging) {
 }
 
 TEST_F(MultiHost, AnSshSessionThatDiesIsReportedAsTheHostLost) {
-  JobRunner::Options merged;
-  merged.merge_output = true;
-  JobRunner job(JobRunner::Shell(cluster_->InA(kDprun + " " + cluster_->DprunSsh() + " -np 4 " +
-                                               HostsBC() + " -x HVD_TIMEOUT=8 --grace-period 2 " +
-                                               kTopologyJob + " 100000 20")),
-                merged);
-  ASSERT_TRUE(job.WaitForOutput("[2]<stdout>:step 10 ok", milliseconds(30000))) << job.out();
+  std::unique_ptr<JobRunner> started = StartLongJobOnBC(*cluster_);
+  JobRunner& job = *started;
   // The sessions' sshd processes on C (not the listener, "sshd -D"): their clients on A
   // see the connection end and exit with 255.
   std::string error;
