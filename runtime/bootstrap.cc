@@ -83,11 +83,10 @@ Status Bootstrap::Start(std::unique_ptr<Runtime>* out) {
   HVD_RETURN_IF_ERROR(OpenJobStore(launch, options, &store_server_, &store));
   // The launcher's view: the whole store, or in an elastic job this generation's part.
   std::shared_ptr<Store> launcher_view = store;
-  const char* elastic_id = getenv("HVD_ELASTIC_ID");
-  const bool elastic = elastic_id != nullptr && *elastic_id != '\0';
+  const bool elastic = !options.elastic_id.empty();
   if (elastic) {
     ElasticAssignment a;
-    HVD_RETURN_IF_ERROR(JoinElastic(store, elastic_id, getenv, &a));
+    HVD_RETURN_IF_ERROR(JoinElastic(store, options, &a));
     HVD_RETURN_IF_ERROR(RuntimeOptions::FromEnv(&options, a.Overlay(getenv)));
     HVD_RETURN_IF_ERROR(ChooseGlooAddress(launch, &options));
     launcher_view = NewPrefixStore(store, keys::ElasticScope(a.generation));
@@ -140,18 +139,10 @@ RuntimeOptions::GetEnv Bootstrap::ElasticAssignment::Overlay(RuntimeOptions::Get
   };
 }
 
-Status Bootstrap::JoinElastic(const std::shared_ptr<Store>& store, const std::string& id,
-                              const RuntimeOptions::GetEnv& getenv, ElasticAssignment* out) {
-  double timeout_s = 600;
-  if (const char* t = getenv("HVD_ELASTIC_TIMEOUT")) {
-    char* end = nullptr;
-    timeout_s = std::strtod(t, &end);
-    if (end == t || *end != '\0' || !(timeout_s > 0))
-      return Status::InvalidArgument(std::string("HVD_ELASTIC_TIMEOUT='") + t +
-                                     "': expected a positive number of seconds");
-  }
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+Status Bootstrap::JoinElastic(const std::shared_ptr<Store>& store, const RuntimeOptions& options,
+                              ElasticAssignment* out) {
+  const std::string& id = options.elastic_id;
+  const auto deadline = std::chrono::steady_clock::now() + options.elastic_timeout;
   // A worker that ran generation g joins a later one: g failed, or changed.
   const int64_t want = elastic_generation_ + 1;
   bool requested = false;
@@ -170,8 +161,7 @@ Status Bootstrap::JoinElastic(const std::shared_ptr<Store>& store, const std::st
       std::istringstream in(a);
       for (int& v : out->topology) in >> v;
       if (!in) return Status::Internal("elastic worker " + id + ": bad assignment '" + a + "'");
-      const char* job = getenv("HVD_JOB_ID");
-      out->job_id = std::string(job ? job : "") + ".g" + std::to_string(latest);
+      out->job_id = options.job_id + ".g" + std::to_string(latest);
       elastic_generation_ = latest;
       elastic_store_ = store;
       return Status::OK();
@@ -183,7 +173,8 @@ Status Bootstrap::JoinElastic(const std::shared_ptr<Store>& store, const std::st
       requested = true;
     }
     if (std::chrono::steady_clock::now() >= deadline)
-      return Status::Timeout("elastic worker " + id + " waited " + std::to_string(timeout_s) +
+      return Status::Timeout("elastic worker " + id + " waited " +
+                             std::to_string(options.elastic_timeout.count() / 1000) +
                              " s (HVD_ELASTIC_TIMEOUT) for generation " + std::to_string(want) +
                              " from dprun");
     Status s = store->Wait({keys::ElasticScope(want) + "ready"}, std::chrono::milliseconds(1000));

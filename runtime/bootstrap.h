@@ -93,8 +93,8 @@ class Bootstrap {
     // `base` with this assignment's HVD_RANK ... HVD_CROSS_SIZE and HVD_JOB_ID.
     RuntimeOptions::GetEnv Overlay(RuntimeOptions::GetEnv base) const;
   };
-  Status JoinElastic(const std::shared_ptr<Store>& store, const std::string& id,
-                     const RuntimeOptions::GetEnv& getenv, ElasticAssignment* out);
+  Status JoinElastic(const std::shared_ptr<Store>& store, const RuntimeOptions& options,
+                     ElasticAssignment* out);
 
   BootstrapEnv env_;
   int64_t elastic_generation_ = -1;

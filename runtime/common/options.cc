@@ -210,6 +210,8 @@ Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
   HVD_RETURN_IF_ERROR(ParseChoice(env, {"HVD_CPU_OPERATIONS", "HOROVOD_CPU_OPERATIONS"},
                                   {"auto", "shm", "gloo"}, &o.cpu_operations));
   ParseString(env, {"HVD_HOST_ID"}, &o.host_id);
+  ParseString(env, {"HVD_ELASTIC_ID"}, &o.elastic_id);
+  HVD_RETURN_IF_ERROR(ParseSeconds(env, {"HVD_ELASTIC_TIMEOUT"}, &o.elastic_timeout));
   HVD_RETURN_IF_ERROR(ParseChoice(env, {"HVD_BIND_TO"}, {"none", "core"}, &o.bind_to));
 
   HVD_RETURN_IF_ERROR(ParseSeconds(env, {"HVD_TIMEOUT"}, &o.timeout));
@@ -245,6 +247,8 @@ Status RuntimeOptions::Validate() const {
     return Status::InvalidArgument("HVD_CROSS_RANK=" + std::to_string(cross_rank) +
                                    " is not below HVD_CROSS_SIZE=" + std::to_string(cross_size));
   if (timeout.count() <= 0) return Status::InvalidArgument("HVD_TIMEOUT must be positive");
+  if (elastic_timeout.count() <= 0)
+    return Status::InvalidArgument("HVD_ELASTIC_TIMEOUT must be positive");
   if (cycle_time.count() <= 0) return Status::InvalidArgument("HVD_CYCLE_TIME must be positive");
   if (gpu_operations != "nccl" && gpu_operations != "gloo")
     return Status::InvalidArgument("HVD_GPU_OPERATIONS='" + gpu_operations + "' is not nccl or gloo");
