@@ -49,9 +49,10 @@ Status NcclOps::Create(const DeviceOpsOptions& options, std::unique_ptr<DeviceOp
   HVD_RETURN_IF_ERROR(
       NcclComm::Create(options.store.get(), options.rank, options.size, options.timeout, &ops->comm_));
   NcclComm* comm = ops->comm_.get();
-  ops->finalizer_ = std::make_unique<Finalizer>(
+  ops->events_ = std::make_shared<EventPool>(options.device, cudaEventDisableTiming);
+  HVD_RETURN_IF_ERROR(Finalizer::Create(
       options.device, options.timeout, [comm] { return comm->CheckAsyncError(); },
-      [comm](const Status& why) { comm->Abort(why); });
+      [comm](const Status& why) { comm->Abort(why); }, &ops->finalizer_));
   *out = std::move(ops);
   return Status::OK();
 }
@@ -116,15 +117,16 @@ Status NcclOps::OrderAfterCallers(const std::vector<TensorEntry*>& entries) {
 
 Status NcclOps::Finish(const std::string& what, const std::vector<TensorEntry*>& entries) {
   cudaEvent_t done = nullptr;
-  HVD_CUDA_RETURN(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), what + ": creating an event");
-  const cudaError_t e = cudaEventRecord(done, stream_);
-  if (e != cudaSuccess) {
-    cudaEventDestroy(done);
-    return CudaStatus(e, what + ": recording its completion");
-  }
+  HVD_RETURN_IF_ERROR(events_->Get(&done));
+  // Owns `done` from here: back to the pool once no Work holds it.
+  auto fence = std::make_shared<EventFence>(events_, done);
+  HVD_CUDA_RETURN(cudaEventRecord(done, stream_), what + ": recording its completion");
   std::vector<std::shared_ptr<Work>> works;
-  for (const TensorEntry* entry : entries)
-    if (entry != nullptr) works.push_back(entry->work);
+  for (const TensorEntry* entry : entries) {
+    if (entry == nullptr) continue;
+    entry->work->MarkEnqueued(fence);
+    works.push_back(entry->work);
+  }
   finalizer_->Push(done, what, [works](const Status& s) {
     CompletionBatch batch;
     for (const auto& w : works) batch.Complete(w.get(), s);

@@ -19,10 +19,13 @@
 // Results of unknown size (allgather, alltoall, reducescatter) are device memory
 // from a stream-ordered pool, owned by the Work.
 //
-// Execute only queues work: the Works complete from the finalizer thread once an
-// event recorded after the response has fired (see finalizer.h for the timeout and
-// the asynchronous error checks). The stream orders responses, so the fusion
-// buffer is reused without waiting.
+// Execute only queues work. Each response's Works are then marked enqueued with a
+// fence on an event recorded after it (stream-ordered completion: a caller's
+// stream may wait on that event instead of the host waiting), and complete from
+// the finalizer thread once the event has fired (see finalizer.h for how, without
+// polling, and for the timeout and the asynchronous error checks). Events come
+// from a pool. The stream orders responses, so the fusion buffer is reused
+// without waiting.
 #ifndef HVD_RUNTIME_CUDA_NCCL_OPS_H_
 #define HVD_RUNTIME_CUDA_NCCL_OPS_H_
 
@@ -33,6 +36,7 @@
 #include <vector>
 
 #include "runtime/cuda/cuda_util.h"
+#include "runtime/cuda/event_pool.h"
 #include "runtime/cuda/finalizer.h"
 #include "runtime/cuda/nccl_comm.h"
 #include "runtime/data/device_ops.h"
@@ -61,7 +65,8 @@ class NcclOps : public DeviceOps {
 
   // Makes stream_ wait for the work queued so far on each entry's caller stream.
   Status OrderAfterCallers(const std::vector<TensorEntry*>& entries);
-  // Records the completion event and hands the entries' Works to the finalizer.
+  // Records the completion event, marks the entries' Works enqueued with it and
+  // hands them to the finalizer.
   Status Finish(const std::string& what, const std::vector<TensorEntry*>& entries);
   // Fills `count` elements at `buf` with the identity of `op`.
   Status FillIdentity(DataType dtype, ReduceOp op, void* buf, int64_t count);
@@ -76,6 +81,7 @@ class NcclOps : public DeviceOps {
   std::unique_ptr<ResultAllocator> results_;
   PersistentBuffer fusion_;
   PersistentBuffer scratch_;
+  std::shared_ptr<EventPool> events_;  // completion events, shared with the fences
   std::unique_ptr<Finalizer> finalizer_;
 };
 
