@@ -151,7 +151,7 @@ TEST(StreamCompletion, ASleepingWaiterIsWokenByTheEnqueue) {
   std::atomic<bool> returned{false};
   Status got = Status::Internal("not set");
   std::thread waiter([&] {
-    got = w.WaitEnqueued(milliseconds(-1));
+    got = w.WaitEnqueued(milliseconds(10000));  // bounded: a missed wake fails, not hangs
     returned = true;
   });
   std::this_thread::sleep_for(milliseconds(30));  // long past the spin: asleep
