@@ -110,6 +110,19 @@ Status CommunicatorFactory::Connect(int id, const std::vector<int>& ranks,
   dopts.mode = options_.gpu_operations;
   dopts.host_backend = comm->backend.get();
   dopts.fusion_threshold = options_.fusion_threshold;
+  if (options_.rank == 0) {
+    // The device phases go to the timeline too (from the device backend's
+    // completion thread); timing events are recorded only while one is written.
+    const ActiveTimeline* timeline = timeline_;
+    dopts.phases_wanted = [timeline] { return timeline->Current() != nullptr; };
+    dopts.on_phases = [timeline](const std::vector<std::string>& names, ResponseType type,
+                                 const DevicePhases& p) {
+      auto current = timeline->Current();
+      if (!current) return;
+      for (const PhaseSpan& s : DevicePhaseSpans(names, CollectiveLabel(type), p))
+        current->Span(s.name, s.label, s.begin, s.end);
+    };
+  }
   comm->executor->SetDeviceOpsFactory([dopts](int device, std::unique_ptr<DeviceOps>* ops) {
     DeviceOpsOptions o = dopts;
     o.device = device;

@@ -21,12 +21,16 @@ bool LoopPacer::Due(Clock::time_point* wake) const {
   if (now >= latest) return true;  // rule 2
   auto deadline = due;             // rule 5
   if (work_pending_.load(std::memory_order_acquire)) {
-    const auto quiet_at = Clock::time_point(std::chrono::nanoseconds(
-                              last_enqueue_ns_.load(std::memory_order_relaxed))) +
-                          cycle_time_ / 10;
+    const auto last = Clock::time_point(
+        std::chrono::nanoseconds(last_enqueue_ns_.load(std::memory_order_relaxed)));
+    const auto quiet_at = last + cycle_time_ / 10;
     if (quiet_at <= now || flush_.load(std::memory_order_acquire)) return true;  // rules 3, 4
-    // Mid-burst, even a due cycle waits for the burst to end, up to rule 2's limit.
-    deadline = std::min(quiet_at, latest);
+    // Mid-burst, even a due cycle waits for the burst to end, up to rule 2's
+    // limit; the loop looks again no sooner than the burst has lasted so far.
+    const auto start = std::min(last, Clock::time_point(std::chrono::nanoseconds(
+                                          burst_start_ns_.load(std::memory_order_relaxed))));
+    const auto backoff = now + std::max(now - start, Clock::duration::zero());
+    deadline = std::min(std::max(quiet_at, backoff), latest);
   }
   if (now >= deadline) return true;
   *wake = deadline;

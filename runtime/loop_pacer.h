@@ -13,7 +13,12 @@
 //   3. With new work, the cycle starts once the burst has been quiet for a tenth
 //      of the cycle time, even before it is due, so a step's gradients go out as
 //      one batch right after the last of them; and a due cycle waits for a burst
-//      that is still going on (up to rule 2's limit).
+//      that is still going on (up to rule 2's limit). Mid-burst, the loop looks
+//      again once the burst may have been quiet for a tenth, but not sooner than
+//      the burst has lasted so far: a long burst (a backward pass's hooks, tens
+//      of microseconds apart) wakes the loop a few times, not once per tenth
+//      (issue 25: ~130 wakes a step, each preempting the training thread on a
+//      shared core). Rule 4 still starts the cycle at once for a blocking caller.
 //   4. With new work, a Flush (a caller about to block on its work) starts the
 //      cycle at once. Without new work a Flush does nothing.
 //   5. Otherwise the cycle starts when it is due (the plain cadence).
@@ -61,13 +66,14 @@ class LoopPacer {
   // Records an enqueue at `now` (of this pacer's clock). True for the first one
   // since the current cycle began: the loop must then be woken.
   bool OnEnqueue(Clock::time_point now) {
-    last_enqueue_ns_.store(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
-        std::memory_order_relaxed);
+    const int64_t ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+    last_enqueue_ns_.store(ns, std::memory_order_relaxed);
     // A plain load first: in a burst the flag is already set, and the exchange's
     // locked write would bounce its cache line off the loop thread every time.
-    return !work_pending_.load(std::memory_order_relaxed) &&
-           !work_pending_.exchange(true, std::memory_order_acq_rel);
+    if (work_pending_.load(std::memory_order_relaxed)) return false;
+    burst_start_ns_.store(ns, std::memory_order_relaxed);  // published by the exchange
+    return !work_pending_.exchange(true, std::memory_order_acq_rel);
   }
 
   // A caller is about to block on work it enqueued. True for the first Flush
@@ -105,6 +111,7 @@ class LoopPacer {
   // Any thread's.
   std::atomic<bool> work_pending_{false};    // an enqueue since the cycle began
   std::atomic<int64_t> last_enqueue_ns_{0};  // the latest enqueue, since the clock's epoch
+  std::atomic<int64_t> burst_start_ns_{0};   // the first enqueue since the cycle began
   std::atomic<bool> flush_{false};           // a Flush since the cycle began
 };
 

@@ -1,5 +1,5 @@
 // Handles: what an async collective returns, and the calls that take one (poll,
-// wait, release, and the results a completed handle owns: an allgather's, alltoall's
+// wait, wait until queued on a device and order a stream after it, release, and the results a completed handle owns: an allgather's, alltoall's
 // or reducescatter's buffer, an alltoall's received splits, a join's last rank).
 //
 // A handle is an id into the default instance's HandleTable, not a pointer, so a
@@ -118,6 +118,29 @@ hvd_status_t hvd_wait(hvd_handle_t* handle, int64_t timeout_ms) {
     Status s = hvd::capi::Lookup(handle, &work);
     if (!s.ok()) return Report(s);
     return Report(hvd::capi::WaitFor(work, std::chrono::milliseconds(timeout_ms)));
+  })
+}
+
+hvd_status_t hvd_wait_enqueued(hvd_handle_t* handle, int64_t timeout_ms) {
+  HVD_C_GUARD({
+    std::shared_ptr<hvd::Work> work;
+    Status s = hvd::capi::Lookup(handle, &work);
+    if (!s.ok()) return Report(s);
+    const std::chrono::milliseconds timeout(timeout_ms);
+    if (timeout.count() != 0 && !work->PollEnqueued()) {
+      std::shared_ptr<hvd::Runtime> rt;
+      if (hvd::capi::Current(&rt).ok()) rt->Flush();
+    }
+    return Report(work->WaitEnqueued(timeout));
+  })
+}
+
+hvd_status_t hvd_handle_order_stream(hvd_handle_t* handle, void* stream) {
+  HVD_C_GUARD({
+    std::shared_ptr<hvd::Work> work;
+    Status s = hvd::capi::Lookup(handle, &work);
+    if (!s.ok()) return Report(s);
+    return Report(work->OrderAfter(stream));
   })
 }
 

@@ -42,6 +42,15 @@
  *     gloo (staged through host memory over the CPU transport; lets several ranks
  *     share one GPU). A libhvd built without CUDA (hvd_cuda_built) refuses device
  *     tensors with HVD_INVALID_USAGE.
+ *   Stream-ordered completion (device tensors): instead of waiting on the host for
+ *     the GPU (hvd_wait), a caller may wait only until the collective is queued on
+ *     the device (hvd_wait_enqueued) and then make its own stream wait for it on
+ *     the device (hvd_handle_order_stream); kernels it queues there afterwards see
+ *     the results, and the host runs ahead. The caller's buffers must then stay
+ *     valid until the device is done (until work queued on that stream after the
+ *     call has run), and a host read of the output needs that stream synchronized
+ *     first (cudaStreamSynchronize), as for any kernel's output. With "gloo"
+ *     staging the collective is complete when it counts as queued.
  *   Lifetime: hvd_init reads the environment that dprun sets (HVD_RANK, HVD_SIZE,
  *     HVD_STORE_ADDR, ...; a process started without them is rank 0 of 1).
  *     Calls before hvd_init return HVD_NOT_INITIALIZED; calls after hvd_shutdown
@@ -354,6 +363,19 @@ hvd_status_t hvd_poll(hvd_handle_t* handle, int* done);
 /* Waits up to timeout_ms (negative: until done) and returns the collective's
  * status, or HVD_IN_PROGRESS if it has not completed yet. */
 hvd_status_t hvd_wait(hvd_handle_t* handle, int64_t timeout_ms);
+/* Waits up to timeout_ms (negative: until then) until the collective is queued on
+ * its device (see "Stream-ordered completion"), or completed. HVD_SUCCESS then
+ * (a host collective only counts once complete, so this is hvd_wait for it);
+ * HVD_IN_PROGRESS on timeout; the collective's status if it failed first. A
+ * failure found later, on the device, completes the handle with it (hvd_poll,
+ * hvd_wait) and breaks the runtime (hvd_check_health). */
+hvd_status_t hvd_wait_enqueued(hvd_handle_t* handle, int64_t timeout_ms);
+/* Makes `stream` (a cudaStream_t; NULL: the legacy default stream) wait, on the
+ * device, for the collective after hvd_wait_enqueued succeeded; the host does not
+ * wait. Nothing to do, HVD_SUCCESS, once the collective completed successfully
+ * (its status if it failed). HVD_INVALID_USAGE if it is neither queued on a
+ * device nor complete. */
+hvd_status_t hvd_handle_order_stream(hvd_handle_t* handle, void* stream);
 /* Frees the handle. Releasing a handle that is still in flight is allowed: the
  * collective still runs, and its buffers must stay valid until it completes.
  * NULL is ignored; releasing twice is detected and reported through

@@ -49,9 +49,11 @@ Status NcclOps::Create(const DeviceOpsOptions& options, std::unique_ptr<DeviceOp
   HVD_RETURN_IF_ERROR(
       NcclComm::Create(options.store.get(), options.rank, options.size, options.timeout, &ops->comm_));
   NcclComm* comm = ops->comm_.get();
-  ops->finalizer_ = std::make_unique<Finalizer>(
+  ops->events_ = std::make_shared<EventPool>(options.device, cudaEventDisableTiming);
+  ops->timing_events_ = std::make_shared<EventPool>(options.device, cudaEventDefault);
+  HVD_RETURN_IF_ERROR(Finalizer::Create(
       options.device, options.timeout, [comm] { return comm->CheckAsyncError(); },
-      [comm](const Status& why) { comm->Abort(why); });
+      [comm](const Status& why) { comm->Abort(why); }, &ops->finalizer_));
   *out = std::move(ops);
   return Status::OK();
 }
@@ -87,6 +89,9 @@ Status NcclOps::Execute(const Response& r, const std::vector<TensorEntry*>& entr
     return Status::OK();
   }
   HVD_RETURN_IF_ERROR(OrderAfterCallers(entries));
+  timed_ = options_.on_phases && options_.phases_wanted && options_.phases_wanted();
+  marks_ = Marks();
+  HVD_RETURN_IF_ERROR(Mark(&marks_.start));
   Status s;
   switch (r.type) {
     case ResponseType::kAllreduce: s = Allreduce(r, entries); break;
@@ -99,7 +104,7 @@ Status NcclOps::Execute(const Response& r, const std::vector<TensorEntry*>& entr
   }
   const std::string what = Describe(r);
   if (!s.ok()) return s.Prepend(what);
-  return Finish(what, entries);
+  return Finish(r, what, entries);
 }
 
 Status NcclOps::OrderAfterCallers(const std::vector<TensorEntry*>& entries) {
@@ -114,20 +119,58 @@ Status NcclOps::OrderAfterCallers(const std::vector<TensorEntry*>& entries) {
   return Status::OK();
 }
 
-Status NcclOps::Finish(const std::string& what, const std::vector<TensorEntry*>& entries) {
+Status NcclOps::Mark(cudaEvent_t* mark) {
+  if (!timed_) return Status::OK();
+  HVD_RETURN_IF_ERROR(timing_events_->Get(mark));
+  HVD_CUDA_RETURN(cudaEventRecord(*mark, stream_), "recording a timeline mark");
+  return Status::OK();
+}
+
+Status NcclOps::Finish(const Response& r, const std::string& what,
+                       const std::vector<TensorEntry*>& entries) {
   cudaEvent_t done = nullptr;
-  HVD_CUDA_RETURN(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), what + ": creating an event");
-  const cudaError_t e = cudaEventRecord(done, stream_);
-  if (e != cudaSuccess) {
-    cudaEventDestroy(done);
-    return CudaStatus(e, what + ": recording its completion");
-  }
+  HVD_RETURN_IF_ERROR(events_->Get(&done));
+  // Owns `done` from here: back to the pool once no Work holds it.
+  auto fence = std::make_shared<EventFence>(events_, done);
+  HVD_CUDA_RETURN(cudaEventRecord(done, stream_), what + ": recording its completion");
+  cudaEvent_t end = nullptr;
+  HVD_RETURN_IF_ERROR(Mark(&end));
   std::vector<std::shared_ptr<Work>> works;
-  for (const TensorEntry* entry : entries)
-    if (entry != nullptr) works.push_back(entry->work);
-  finalizer_->Push(done, what, [works](const Status& s) {
-    CompletionBatch batch;
-    for (const auto& w : works) batch.Complete(w.get(), s);
+  for (const TensorEntry* entry : entries) {
+    if (entry == nullptr) continue;
+    entry->work->MarkEnqueued(fence);
+    works.push_back(entry->work);
+  }
+  std::function<void(const Status&)> phases;  // runs after the Works completed
+  if (end != nullptr) {
+    phases = [marks = marks_, end, pool = timing_events_, hook = options_.on_phases,
+              names = r.names, type = r.type](const Status& s) {
+      DevicePhases p;
+      p.end = DevicePhases::Clock::now();
+      auto before_end = [&](cudaEvent_t from) {
+        float ms = -1;
+        if (from != nullptr && cudaEventElapsedTime(&ms, from, end) != cudaSuccess) ms = -1;
+        return ms;
+      };
+      if (marks.collective_begin != nullptr) {
+        p.copy_in_ms = before_end(marks.start);
+        p.collective_ms = before_end(marks.collective_begin);
+        p.copy_out_ms = before_end(marks.collective_end);
+      } else {
+        p.collective_ms = before_end(marks.start);
+      }
+      if (s.ok() && p.collective_ms >= 0) hook(names, type, p);
+      for (cudaEvent_t e : {marks.start, marks.collective_begin, marks.collective_end, end})
+        if (e != nullptr) pool->Put(e);
+    };
+  }
+  marks_ = Marks();
+  finalizer_->Push(done, what, [works, phases](const Status& s) {
+    {
+      CompletionBatch batch;
+      for (const auto& w : works) batch.Complete(w.get(), s);
+    }
+    if (phases) phases(s);
   });
   return Status::OK();
 }
@@ -209,7 +252,9 @@ Status NcclOps::Allreduce(const Response& r, const std::vector<TensorEntry*>& en
     offset += count;
   }
   HVD_CUDA_RETURN(LaunchScaledCopies(dtype, in, 1, pre, stream_), "copying into the fusion buffer");
+  HVD_RETURN_IF_ERROR(Mark(&marks_.collective_begin));
   HVD_RETURN_IF_ERROR(reduce(buf, buf));
+  HVD_RETURN_IF_ERROR(Mark(&marks_.collective_end));
   HVD_CUDA_RETURN(LaunchScaledCopies(dtype, out, 1, post, stream_),
                   "copying out of the fusion buffer");
   return Status::OK();

@@ -19,10 +19,16 @@
 // Results of unknown size (allgather, alltoall, reducescatter) are device memory
 // from a stream-ordered pool, owned by the Work.
 //
-// Execute only queues work: the Works complete from the finalizer thread once an
-// event recorded after the response has fired (see finalizer.h for the timeout and
-// the asynchronous error checks). The stream orders responses, so the fusion
-// buffer is reused without waiting.
+// Execute only queues work. Each response's Works are then marked enqueued with a
+// fence on an event recorded after it (stream-ordered completion: a caller's
+// stream may wait on that event instead of the host waiting), and complete from
+// the finalizer thread once the event has fired (see finalizer.h for how, without
+// polling, and for the timeout and the asynchronous error checks). Events come
+// from a pool. The stream orders responses, so the fusion buffer is reused
+// without waiting. While the timeline wants them (DeviceOpsOptions::on_phases),
+// timing events mark each response's start, the collective's start and end
+// around fusion copies, and its end; the finalizer turns their distances into
+// COPY_IN, collective and COPY_OUT spans (runtime/data/device_phases.h).
 #ifndef HVD_RUNTIME_CUDA_NCCL_OPS_H_
 #define HVD_RUNTIME_CUDA_NCCL_OPS_H_
 
@@ -33,6 +39,7 @@
 #include <vector>
 
 #include "runtime/cuda/cuda_util.h"
+#include "runtime/cuda/event_pool.h"
 #include "runtime/cuda/finalizer.h"
 #include "runtime/cuda/nccl_comm.h"
 #include "runtime/data/device_ops.h"
@@ -61,8 +68,13 @@ class NcclOps : public DeviceOps {
 
   // Makes stream_ wait for the work queued so far on each entry's caller stream.
   Status OrderAfterCallers(const std::vector<TensorEntry*>& entries);
-  // Records the completion event and hands the entries' Works to the finalizer.
-  Status Finish(const std::string& what, const std::vector<TensorEntry*>& entries);
+  // Records the completion event, marks the entries' Works enqueued with it and
+  // hands them to the finalizer (with the phase marks, for the timeline).
+  Status Finish(const Response& r, const std::string& what,
+                const std::vector<TensorEntry*>& entries);
+  // With the timeline wanting device phases: records a timing event at this point
+  // of the stream into *mark. Otherwise nothing.
+  Status Mark(cudaEvent_t* mark);
   // Fills `count` elements at `buf` with the identity of `op`.
   Status FillIdentity(DataType dtype, ReduceOp op, void* buf, int64_t count);
   // A device result of `bytes` for entry `e`, freed in the order of e's stream.
@@ -76,6 +88,16 @@ class NcclOps : public DeviceOps {
   std::unique_ptr<ResultAllocator> results_;
   PersistentBuffer fusion_;
   PersistentBuffer scratch_;
+  std::shared_ptr<EventPool> events_;  // completion events, shared with the fences
+  // Timeline marks of the response being queued (null: not recorded), from a pool
+  // of timing events: its start on the stream, the collective's start and end
+  // when there are fusion copies around it. `timed_` while the timeline wants them.
+  struct Marks {
+    cudaEvent_t start = nullptr, collective_begin = nullptr, collective_end = nullptr;
+  };
+  std::shared_ptr<EventPool> timing_events_;
+  bool timed_ = false;
+  Marks marks_;
   std::unique_ptr<Finalizer> finalizer_;
 };
 

@@ -24,10 +24,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/data/device_phases.h"
 #include "runtime/data/response.h"
 #include "controller/store/store.h"
 #include "runtime/common/backend.h"
@@ -62,6 +64,11 @@ struct DeviceOpsOptions {
   Backend* host_backend = nullptr;
   // Bytes; the device fusion buffer is allocated at this size on first use.
   int64_t fusion_threshold = 128 << 20;
+  // The timeline's receiver of each response's device phases ("nccl": from CUDA
+  // event times), asked per response whether it wants them now (timing events are
+  // recorded only then). Null: none.
+  DevicePhasesHook on_phases;
+  std::function<bool()> phases_wanted;
 };
 
 // Creates the DeviceOps for `options.mode`; collective over the communicator (all

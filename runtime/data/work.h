@@ -4,6 +4,13 @@
 // The background thread calls Complete exactly once; callers Poll or Wait. Results
 // whose size is known only after negotiation (allgather, alltoall) are owned by
 // the Work and read through result() after it completed successfully.
+//
+// Stream-ordered completion (device tensors): before it completes, a Work may be
+// marked *enqueued* with a DeviceFence, once its collective has been queued on
+// the device. From then on a caller need not wait on the host: WaitEnqueued
+// returns, and OrderAfter(stream) makes a device stream wait for the collective
+// on the device (the consumer's kernels run after it; the host does not block).
+// The Work still completes later, when the device is done.
 // Thread-safe.
 #ifndef HVD_RUNTIME_DATA_WORK_H_
 #define HVD_RUNTIME_DATA_WORK_H_
@@ -23,6 +30,18 @@
 
 namespace hvd {
 
+// The device side of a queued collective, as its Works hand it to consumers. No
+// CUDA type appears here: a stream is the caller's cudaStream_t as a void*.
+// Implementations (runtime/cuda) must be callable from any thread and must keep
+// what OrderStream waits on (an event) valid while the fence lives.
+class DeviceFence {
+ public:
+  virtual ~DeviceFence() = default;
+  // Makes `stream` wait, on the device, for the collective to finish (null: the
+  // legacy default stream). Does not block the host.
+  virtual Status OrderStream(void* stream) = 0;
+};
+
 class Work {
  public:
   // How long Wait spins before it sleeps.
@@ -33,6 +52,11 @@ class Work {
   const std::string& name() const { return name_; }
 
   bool Poll() const { return done_.load(std::memory_order_acquire); }
+
+  // Whether the collective has been queued on its device (MarkEnqueued) or is done.
+  bool PollEnqueued() const {
+    return enqueued_.load(std::memory_order_acquire) || done_.load(std::memory_order_acquire);
+  }
 
   // Waits up to `timeout` (negative: until done). Returns kInProgress if still
   // running, else the final status.
@@ -46,33 +70,50 @@ class Work {
   // 4 KiB cost ~80 us there).
   Status Wait(std::chrono::milliseconds timeout) const {
     if (done_.load(std::memory_order_acquire)) return status_;
-    if (timeout.count() != 0 && CallingThreadCpuCount() != 1) {
-      const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-      do {
-        for (int i = 0; i < 64; ++i) {
-          if (done_.load(std::memory_order_acquire)) return status_;
-          CpuRelax();
-        }
-      } while (std::chrono::steady_clock::now() < spin_until);
-    }
-    // wait_for converts to nanoseconds; anything past ~100 years waits "forever".
-    if (timeout > std::chrono::hours(24 * 365 * 100)) timeout = std::chrono::milliseconds(-1);
-    std::unique_lock<std::mutex> lock(mu_);
-    // Paired with Complete: whichever of the two goes second in the seq_cst order
-    // sees the other (the waiter sees done_, or Complete sees a waiter).
-    waiters_.fetch_add(1, std::memory_order_seq_cst);
-    const auto done = [&] { return done_.load(std::memory_order_seq_cst); };
-    bool finished = true;
-    if (timeout.count() < 0) {
-      cv_.wait(lock, done);
-    } else {
-      finished = cv_.wait_for(lock, timeout, done);
-    }
-    waiters_.fetch_sub(1, std::memory_order_relaxed);
-    if (!finished)
-      return Status::InProgress("tensor '" + name_ + "' is still in progress after " +
-                                std::to_string(timeout.count()) + " ms");
+    if (!SleepUntil([this] { return done_.load(std::memory_order_seq_cst); }, timeout))
+      return InProgress(timeout);
     return status_;
+  }
+
+  // As Wait, but returns OK as soon as the collective is queued on its device
+  // (MarkEnqueued); a host collective only counts once done. A failure that
+  // completes the Work first is returned as Wait would.
+  Status WaitEnqueued(std::chrono::milliseconds timeout) const {
+    auto ready = [this] {
+      return enqueued_.load(std::memory_order_seq_cst) || done_.load(std::memory_order_seq_cst);
+    };
+    if (!ready() && !SleepUntil(ready, timeout)) return InProgress(timeout);
+    if (done_.load(std::memory_order_acquire)) return status_;
+    return Status::OK();
+  }
+
+  // Called by the device backend once the collective is queued on the device,
+  // before it completes; later calls, and calls after completion, are ignored.
+  // Wakes callers in WaitEnqueued.
+  void MarkEnqueued(std::shared_ptr<DeviceFence> fence) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (fence_ != nullptr || done_.load(std::memory_order_acquire)) return;
+      fence_ = std::move(fence);
+    }
+    enqueued_.store(true, std::memory_order_seq_cst);
+    if (waiters_.load(std::memory_order_seq_cst) > 0) WakeWaiters();
+  }
+
+  // Makes device stream `stream` wait for the collective (see DeviceFence). Once
+  // the Work is done: nothing to wait for, returns its status. Before it was
+  // enqueued on a device: kInvalidUsage (call WaitEnqueued first).
+  Status OrderAfter(void* stream) const {
+    if (done_.load(std::memory_order_acquire)) return status_;
+    std::shared_ptr<DeviceFence> fence;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fence = fence_;
+    }
+    if (fence == nullptr)
+      return Status::InvalidUsage("tensor '" + name_ +
+                                  "' is not queued on a device yet: wait for it first");
+    return fence->OrderStream(stream);
   }
 
   // Sets the final status; later calls are ignored (the first completion wins).
@@ -118,6 +159,42 @@ class Work {
   DeviceResult& device_result() { return device_result_; }
 
  private:
+  Status InProgress(std::chrono::milliseconds timeout) const {
+    return Status::InProgress("tensor '" + name_ + "' is still in progress after " +
+                              std::to_string(timeout.count()) + " ms");
+  }
+
+  // Spins briefly, then sleeps until `ready()` or `timeout` (negative: no limit);
+  // false on timeout.
+  template <typename Ready>
+  bool SleepUntil(Ready ready, std::chrono::milliseconds timeout) const {
+    if (ready()) return true;
+    if (timeout.count() != 0 && CallingThreadCpuCount() != 1) {
+      const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+      do {
+        for (int i = 0; i < 64; ++i) {
+          if (ready()) return true;
+          CpuRelax();
+        }
+      } while (std::chrono::steady_clock::now() < spin_until);
+    }
+    // wait_for converts to nanoseconds; anything past ~100 years waits "forever".
+    if (timeout > std::chrono::hours(24 * 365 * 100)) timeout = std::chrono::milliseconds(-1);
+    std::unique_lock<std::mutex> lock(mu_);
+    // Paired with Complete and MarkEnqueued: whichever of the two goes second in
+    // the seq_cst order sees the other (the waiter sees the flag, or the
+    // completing side sees a waiter).
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    bool finished = true;
+    if (timeout.count() < 0) {
+      cv_.wait(lock, ready);
+    } else {
+      finished = cv_.wait_for(lock, timeout, ready);
+    }
+    waiters_.fetch_sub(1, std::memory_order_relaxed);
+    return finished;
+  }
+
   const std::string name_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
@@ -125,6 +202,8 @@ class Work {
   std::atomic<bool> claimed_{false};      // the first Complete
   // Set once, after status_; status_ is read without a lock once it is true.
   std::atomic<bool> done_{false};
+  std::atomic<bool> enqueued_{false};      // fence_ is set
+  std::shared_ptr<DeviceFence> fence_;     // guarded by mu_
   Status status_;
   std::vector<uint8_t> result_;
   std::vector<int64_t> result_shape_;

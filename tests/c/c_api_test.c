@@ -70,6 +70,18 @@ int main(void) {
   EXPECT(hvd_poll(h, &done) == HVD_INVALID_ARGUMENT);
   EXPECT(hvd_wait(NULL, 0) == HVD_INVALID_ARGUMENT);
 
+  /* Stream-ordered completion on a host collective: "queued" only once complete,
+   * and ordering a stream after a completed one has nothing to do. */
+  EXPECT(hvd_allreduce_async("enq", buf, out, 4, HVD_FLOAT32, HVD_SUM, &h) == HVD_SUCCESS);
+  EXPECT(hvd_wait_enqueued(h, 10000) == HVD_SUCCESS);
+  EXPECT(hvd_poll(h, &done) == HVD_SUCCESS && done == 1);
+  EXPECT(out[2] == 3.0f);
+  EXPECT(hvd_handle_order_stream(h, NULL) == HVD_SUCCESS);
+  hvd_handle_release(h);
+  EXPECT(hvd_wait_enqueued(h, 0) == HVD_INVALID_ARGUMENT);
+  EXPECT(hvd_handle_order_stream(h, NULL) == HVD_INVALID_ARGUMENT);
+  EXPECT(hvd_wait_enqueued(NULL, 0) == HVD_INVALID_ARGUMENT);
+
   hvd_allreduce_args_t args;
   hvd_allreduce_args_init(&args);
   args.name = "scaled";

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Device check for the CUDA backend: builds dprun with HVD_WITH_CUDA=ON, runs the
-# GPU tests (tests/gpu/*_test.cc) and the allreduce bandwidth benchmark
+# GPU tests (tests/gpu/*_test.cc), the allreduce bandwidth benchmark
 # (gpu_bandwidth: NCCL at one rank, 1 MB to 1 GB; host staging with 2 and 4 ranks
-# sharing the GPU). Sized for one H200: about 3 to 5 minutes with the build, under
+# sharing the GPU) and, where torch with CUDA and torchvision are importable, the
+# training-step benchmark bench/gpu_step.py (plain torch, hvd, DDP; issue 25). Sized for one H200: about 3 to 5 minutes with the build, under
 # 2 without it; each step has its own timeout, the whole stays under 6 minutes.
 #
 #   tests/gpu/device_check.sh                  build in build-gpu, then run
@@ -13,7 +14,7 @@
 #
 # Results go to $OUT when set, else to <build dir>/device_check: summary.txt,
 # build.log, gpu_tests.log, one gtest XML per test binary, bandwidth.md and
-# bandwidth.log (7 files). Exit status: 0 everything passed; 1 a test or the
+# bandwidth.log (7 files), and gpu_step.md with gpu_step.log. Exit status: 0 everything passed; 1 a test or the
 # benchmark failed; 2 no GPU; 3 the build failed.
 set -uo pipefail
 
@@ -74,7 +75,7 @@ else
   fi
   note "building the GPU tests and gpu_bandwidth with $(nproc) jobs"
   if ! timeout 270 cmake --build "$build" -j"$(nproc)" \
-      --target gpu_allreduce_test gpu_collectives_test gpu_bandwidth >>"$out/build.log" 2>&1; then
+      --target gpu_allreduce_test gpu_collectives_test gpu_bandwidth hvd >>"$out/build.log" 2>&1; then
     note "build failed: see build.log"; tail -30 "$out/build.log"; exit 3
   fi
   note "built"
@@ -104,6 +105,29 @@ rc=$?
 note "gpu_bandwidth: exit $rc"
 [ $rc -ne 0 ] && status=1
 [ -s "$out/bandwidth.md" ] && tee -a "$summary" <"$out/bandwidth.md"
+
+# The training step (issue 25): plain torch, hvd.DistributedOptimizer and DDP,
+# interleaved in one process; needs the Python binding's libhvd with CUDA.
+libhvd=$build/libhvd.so
+[ -n "$prebuilt" ] && libhvd=$prebuilt/libhvd.so
+py=""
+for cand in /opt/torch/.venv/bin/python3 python3 /usr/bin/python3; do
+  if "$cand" -c "import torch, torchvision; assert torch.cuda.is_available()" 2>/dev/null; then
+    py=$cand; break
+  fi
+done
+if [ -z "$py" ] || [ ! -e "$libhvd" ]; then
+  note "gpu_step: skipped (no python with torch+CUDA+torchvision, or no $libhvd)"
+else
+  note "running bench/gpu_step.py with $py"
+  HVD_LIBRARY=$libhvd timeout 200 "$py" bench/gpu_step.py --rounds 5 --steps 20 \
+    >"$out/gpu_step.log" 2>&1
+  rc=$?
+  note "gpu_step: exit $rc"
+  [ $rc -ne 0 ] && status=1
+  grep -E '^(\||resnet)' "$out/gpu_step.log" >"$out/gpu_step.md"
+  tee -a "$summary" <"$out/gpu_step.md"
+fi
 
 verdict=FAILED
 [ $status -eq 0 ] && verdict=PASSED

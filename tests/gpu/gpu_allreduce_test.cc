@@ -232,6 +232,59 @@ TEST_P(GpuAllreduce, OrdersAfterTheCallersStream) {
   }, WithGpuOps(GetParam().ops));
 }
 
+std::atomic<bool> g_hold{false};
+void CUDART_CB HoldWhileFlagged(void*) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (g_hold.load() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(milliseconds(1));
+}
+
+// Stream-ordered completion: with NCCL the Work counts as enqueued while the GPU
+// is still held up behind the caller's stream, so the host does not wait; a
+// consumer stream ordered after it sees the reduced values. (Host staging is
+// synchronous: it is done, hence enqueued, by the time it is seen.)
+TEST_P(GpuAllreduce, ConsumerStreamWaitsWhileTheHostDoesNot) {
+  HVD_SKIP_WITHOUT_GPU();
+  const GpuMode m = GetParam();
+  if (m.ops != "nccl" || m.size != 1) GTEST_SKIP() << "NCCL at one rank only";
+  RunRanks(1, [&](int, Runtime& rt) {
+    const int64_t count = 1 << 16;
+    DeviceMemory buf(count * 4), copy(count * 4);
+    ASSERT_EQ(cudaMemset(buf.get(), 0, count * 4), cudaSuccess);
+    cudaStream_t producer = nullptr, consumer = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking), cudaSuccess);
+    g_hold = true;
+    ASSERT_EQ(cudaLaunchHostFunc(producer, HoldWhileFlagged, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(buf.get(), 1, count * 4, producer), cudaSuccess);
+    AllreduceArgs a;
+    a.name = "stream-ordered";
+    a.input = buf.get();
+    a.output = buf.get();
+    a.count = count;
+    a.dtype = DataType::kInt32;
+    a.op = ReduceOp::kSum;
+    a.device = 0;
+    a.stream = producer;
+    std::shared_ptr<Work> work;
+    ASSERT_TRUE(rt.Allreduce(a, &work).ok());
+    Status s = work->WaitEnqueued(milliseconds(10000));
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_FALSE(work->Poll());  // the GPU is still held: the host did not wait for it
+    ASSERT_TRUE(work->OrderAfter(consumer).ok());
+    ASSERT_EQ(cudaMemcpyAsync(copy.get(), buf.get(), count * 4, cudaMemcpyDeviceToDevice, consumer),
+              cudaSuccess);
+    EXPECT_EQ(cudaStreamQuery(consumer), cudaErrorNotReady);
+    g_hold = false;
+    ASSERT_EQ(cudaStreamSynchronize(consumer), cudaSuccess);
+    ExpectValues(DataType::kInt32, copy.Download(), std::vector<double>(count, 16843009.0),
+                 "stream-ordered");
+    EXPECT_TRUE(work->Wait(milliseconds(10000)).ok());
+    cudaStreamDestroy(producer);
+    cudaStreamDestroy(consumer);
+  }, WithGpuOps(GetParam().ops));
+}
+
 // The last rank joins at once; the others' device allreduces get its identity
 // and AVERAGE divides by the set's size, the joined rank included.
 TEST_P(GpuAllreduce, JoinedRankContributesIdentity) {
@@ -388,8 +441,11 @@ TEST(GpuErrors, FinalizerTimesOutAndAborts) {
   std::atomic<bool> aborted{false};
   auto work = std::make_shared<Work>("stuck");
   {
-    cuda::Finalizer finalizer(0, milliseconds(500), [] { return Status::OK(); },
-                              [&](const Status&) { aborted = true; });
+    std::unique_ptr<cuda::Finalizer> owned;
+    ASSERT_TRUE(cuda::Finalizer::Create(0, milliseconds(500), [] { return Status::OK(); },
+                                        [&](const Status&) { aborted = true; }, &owned)
+                    .ok());
+    cuda::Finalizer& finalizer = *owned;
     finalizer.Push(done, "NCCL allreduce of 'stuck'", [work](const Status& s) { work->Complete(s); });
     Status s = work->Wait(milliseconds(5000));
     EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
@@ -402,9 +458,11 @@ TEST(GpuErrors, FinalizerTimesOutAndAborts) {
     auto second = std::make_shared<Work>("later");
     finalizer.Push(later, "later", [second](const Status& st) { second->Complete(st); });
     EXPECT_EQ(second->Wait(milliseconds(0)).code(), StatusCode::kTimeout);
+    cudaEventDestroy(later);
   }
   g_release = true;
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaEventDestroy(done);  // the finalizer only reads the events it is given
   cudaStreamDestroy(stream);
 }
 

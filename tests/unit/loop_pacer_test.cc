@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <vector>
 
 namespace hvd {
 namespace {
@@ -113,6 +114,42 @@ TEST_F(LoopPacerTest, ADueCycleWaitsForABurstToEndByUpToACycleTime) {
   AdvanceTo(microseconds(19900));
   EXPECT_EQ(WakeAfterT0(), milliseconds(20));  // the latest start, not the quiet at 20.8
   AdvanceTo(milliseconds(20));
+  EXPECT_TRUE(Due());
+}
+
+// Rule 3, mid-burst: the loop looks again no sooner than the burst has lasted, so a
+// long burst of close enqueues wakes it a few times, not once per quiet tenth; the
+// cycle still starts by rule 2's limit, and as soon as the burst ends when it looks.
+TEST_F(LoopPacerTest, MidBurstTheLoopLooksAgainLessAndLessOften) {
+  pacer_.BeginLoop();
+  AdvanceTo(milliseconds(2));
+  EXPECT_TRUE(Enqueue());
+  Clock::time_point wake{};
+  ASSERT_FALSE(Due(&wake));
+  std::vector<microseconds> looks;
+  int next_enqueue_us = 2050;  // a burst with 50 us gaps until t0 + 19.8 ms
+  while (true) {
+    for (; next_enqueue_us <= 19800 && t0_ + microseconds(next_enqueue_us) <= wake;
+         next_enqueue_us += 50) {
+      AdvanceTo(microseconds(next_enqueue_us));
+      Enqueue();
+    }
+    now_ = wake;
+    looks.push_back(Since(now_));
+    if (Due(&wake)) break;
+  }
+  // Without the back-off: once per millisecond (the quiet tenth), 18 looks.
+  EXPECT_EQ(looks, (std::vector<microseconds>{milliseconds(3), milliseconds(4), milliseconds(6),
+                                               milliseconds(10), milliseconds(18),
+                                               milliseconds(20)}));
+  // After a short burst the cycle starts a tenth after its last enqueue, as before.
+  RunCycle();
+  AdvanceTo(microseconds(20500));
+  EXPECT_TRUE(Enqueue());
+  AdvanceTo(microseconds(20600));
+  EXPECT_FALSE(Enqueue());
+  EXPECT_EQ(WakeAfterT0(), microseconds(21600));
+  AdvanceTo(microseconds(21600));
   EXPECT_TRUE(Due());
 }
 

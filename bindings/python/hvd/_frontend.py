@@ -75,6 +75,81 @@ def _shape_array(shape):
     return (ctypes.c_int64 * max(len(shape), 1))(*shape)
 
 
+# Shape arrays by shape, and encoded names by name: a training step enqueues the
+# same ones every step. The C calls copy what they read, so sharing is safe;
+# bounded so that ever-new names (noname counters) cannot grow them for ever.
+_CACHE_LIMIT = 1 << 16
+_shape_arrays = {}
+_encoded = {}
+
+
+def _cached_shape(shape):
+    arr = _shape_arrays.get(shape)
+    if arr is None:
+        if len(_shape_arrays) >= _CACHE_LIMIT:
+            _shape_arrays.clear()
+        arr = _shape_arrays[shape] = _shape_array(shape)
+    return arr
+
+
+def _cached_name(name):
+    enc = _encoded.get(name)
+    if enc is None:
+        if len(_encoded) >= _CACHE_LIMIT:
+            _encoded.clear()
+        enc = _encoded[name] = name.encode()
+    return enc
+
+
+def _allreduce_args(name, send, recv, count, shape, dtype, op, pre, post, ps, device, c_stream):
+    """(hvd_allreduce_args_t, the objects its pointers refer to), every field set
+    in one constructor call (the struct's fields in order: _lib.AllreduceArgs)."""
+    encoded = _cached_name(name)
+    c_shape = _cached_shape(shape)
+    args = _lib.AllreduceArgs(_lib.ALLREDUCE_ARGS_SIZE, encoded, send or None, recv or None,
+                              count, dtype, op, float(pre), float(post), ps, device,
+                              c_stream, c_shape, len(shape))
+    return args, (encoded, c_shape)
+
+
+# The argument struct of the last allreduce under each name, with what it was
+# built from but the buffers. hvd_allreduce_ex copies what it reads before it
+# returns, and a name is never in flight twice (basics.op_name), so the struct of
+# a name is reused with only its buffer addresses set: a training step enqueues
+# the same names with the same shapes every step.
+_args_by_name = {}
+
+
+def _reused_allreduce_args(name, send, recv, count, shape, dtype, op, pre, post, ps, device,
+                           c_stream):
+    """As _allreduce_args, reusing the struct last built for `name` when nothing but
+    the buffers differs."""
+    key = (count, shape, dtype, op, pre, post, ps, device, c_stream)
+    cached = _args_by_name.get(name)
+    if cached is not None and cached[0] == key:
+        args = cached[1]
+        args.sendbuf = send or None
+        args.recvbuf = recv or None
+        return args, cached[2]
+    args, keep = _allreduce_args(name, send, recv, count, shape, dtype, op, pre, post, ps,
+                                 device, c_stream)
+    if len(_args_by_name) >= _CACHE_LIMIT:
+        _args_by_name.clear()
+    _args_by_name[name] = (key, args, keep)
+    return args, keep
+
+
+class _Returns:
+    """finish() of a call whose result is an object known at enqueue."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __call__(self, _):
+        return self.value
+
+
 def _encode(names):
     return [n.encode() for n in names]
 
@@ -90,6 +165,14 @@ class Frontend:
     def _buffer(self, tensor, what):
         dtype = self.a.dtype_code(tensor, what)
         return self.a.contiguous(tensor), dtype
+
+    def _order(self, device, stream):
+        """The adapter's StreamOrder for a device collective whose outputs are the
+        caller's buffers (stream-ordered completion, hvd._handles), else None."""
+        if device < 0:
+            return None
+        make = getattr(self.a, "stream_order", None)
+        return make(device, stream) if make is not None else None
 
     def _placement(self, buf, what, device_call):
         """(device, stream, cudaStream_t or None) of `buf`; for a device tensor also
@@ -137,46 +220,42 @@ class Frontend:
 
     def allreduce_async(self, tensor, average=None, name=None, op=None, prescale_factor=1.0,
                         postscale_factor=1.0, process_set=None, inplace=False):
-        op = resolve_op(op, average)
-        ps = basics.process_set_id(process_set)
+        # The hot path of a gradient hook (issue 25): one placement, the argument
+        # struct built in one constructor call, shape arrays and encoded names
+        # cached, ctypes passing references itself.
+        if average is not None or op not in _OP_NAMES:
+            op = resolve_op(op, average)
+        ps = 0 if process_set is None else basics.process_set_id(process_set)
         full = basics.op_name("allreduce", name, ps)
-        buf, dtype = self._buffer(tensor, full)
+        dtype = self.a.dtype_code(tensor, full)
+        buf = self.a.contiguous(tensor)
         out = buf if inplace else self.a.empty_like(buf)
-        args, keep = self._allreduce_args(full, buf, out, dtype, op, prescale_factor,
-                                          postscale_factor, ps)
+        device, stream, c_stream = self._placement(buf, full, "hvd_allreduce_ex")
+        args, _ = _reused_allreduce_args(full, self.a.address(buf), self.a.address(out),
+                                         self.a.numel(buf), self.a.shape(buf), dtype, op,
+                                         prescale_factor, postscale_factor, ps, device,
+                                         c_stream)
         c_handle = ctypes.c_void_p()
-        _lib.check(_lib.lib().hvd_allreduce_ex(ctypes.byref(args), ctypes.byref(c_handle)),
-                   "hvd_allreduce_ex(%s)" % full)
-        if inplace:
-            finish = lambda _: self._copy_back(tensor, buf)  # noqa: E731
+        code = _lib.lib().hvd_allreduce_ex(ctypes.byref(args), ctypes.byref(c_handle))
+        if code:
+            _lib.check(code, "hvd_allreduce_ex(%s)" % full)
+        if not inplace:
+            finish, keepalive = _Returns(out), (tensor, buf, out)
+        elif buf is tensor:
+            finish, keepalive = _Returns(tensor), tensor
         else:
-            finish = lambda _: out  # noqa: E731
-        return _handles.register([c_handle.value], [full], (tensor, buf, out, keep, args),
-                                 finish, key=full)
+            finish = lambda _: self._copy_back(tensor, buf)  # noqa: E731
+            keepalive = (tensor, buf)
+        return _handles.register([c_handle.value], [full], keepalive, finish, key=full,
+                                 order=self._order(device, stream))
 
     def _allreduce_args(self, name, buf, out, dtype, op, prescale_factor, postscale_factor, ps):
         """(hvd_allreduce_args_t, the objects its pointers refer to) for one tensor,
         with its shape, and the device and stream fields set for a device tensor."""
         device, _, c_stream = self._placement(buf, name, "hvd_allreduce_ex")
-        args = _lib.new_allreduce_args()
-        encoded = name.encode()
-        shape = self.a.shape(buf)
-        c_shape = _shape_array(shape)
-        args.name = encoded
-        args.sendbuf = self.a.address(buf) or None
-        args.recvbuf = self.a.address(out) or None
-        args.count = self.a.numel(buf)
-        args.dtype = dtype
-        args.op = op
-        args.prescale_factor = float(prescale_factor)
-        args.postscale_factor = float(postscale_factor)
-        args.process_set = ps
-        args.shape = ctypes.cast(c_shape, ctypes.POINTER(ctypes.c_int64))
-        args.ndim = len(shape)
-        if device >= 0:
-            args.device = device
-            args.stream = c_stream
-        return args, (encoded, c_shape)
+        return _allreduce_args(name, self.a.address(buf), self.a.address(out), self.a.numel(buf),
+                               self.a.shape(buf), dtype, op, prescale_factor, postscale_factor,
+                               ps, device, c_stream)
 
     def grouped_allreduce_async(self, tensors, average=None, name=None, op=None,
                                 prescale_factor=1.0, postscale_factor=1.0, process_set=None,
@@ -201,8 +280,13 @@ class Frontend:
         c_handles = (ctypes.c_void_p * max(n, 1))()
         _lib.check(_lib.lib().hvd_grouped_allreduce_ex(n, c_args, c_handles),
                    "hvd_grouped_allreduce_ex(%s)" % base)
+        order = None
+        if n:
+            device, stream, _ = self._placement(bufs[0], names[0], "hvd_grouped_allreduce_ex")
+            order = self._order(device, stream)
         return _handles.register(list(c_handles[:n]), names,
-                                 (tensors, bufs, outs, built, c_args), finish, key=base)
+                                 (tensors, bufs, outs, built, c_args), finish, key=base,
+                                 order=order)
 
     # ---- grouped calls on shaped tensors (allgather, reducescatter) ------------------
 
@@ -281,7 +365,7 @@ class Frontend:
         full = basics.op_name("broadcast", name, ps)
         dtype = self.a.dtype_code(tensor, full)
         buf = self.a.contiguous(tensor) if inplace else self.a.clone(tensor)
-        device, _, c_stream = self._placement(buf, full, "hvd_broadcast_ex")
+        device, stream, c_stream = self._placement(buf, full, "hvd_broadcast_ex")
         encoded = full.encode()
         c_handle = ctypes.c_void_p()
         if device >= 0:
@@ -299,7 +383,7 @@ class Frontend:
         else:
             finish = lambda _: buf  # noqa: E731
         return _handles.register([c_handle.value], [full], (tensor, buf, encoded), finish,
-                                 key=full)
+                                 key=full, order=self._order(device, stream))
 
     # ---- alltoall -------------------------------------------------------------------
 

@@ -21,6 +21,27 @@ every C handle of the entry to complete before releasing anything (even when one
 failed: a released-but-running collective could still write into its buffers),
 and raises the first failure as an HvdError with the runtime's detail.
 
+Stream-ordered completion (device collectives; Horovod's
+HOROVOD_ENABLE_ASYNC_COMPLETION, on by default here): a handle registered with
+an `order` (the front-end's StreamOrder for a device tensor, see below) is
+synchronized without the host waiting for the GPU: synchronize() waits only until
+every collective is queued on the device (hvd_wait_enqueued), makes the
+consumer's stream (the framework's current stream at synchronize()) wait for
+them on the device (hvd_handle_order_stream), asks the order to keep the buffers
+valid until that stream has run past them, and returns. Kernels queued on that
+stream afterwards see the results. A host read must synchronize that stream
+first, as for any kernel's output (torch does so itself for .cpu(), .item(),
+.tolist() and printing; a raw data_ptr read needs torch.cuda.synchronize()).
+A failure found later on the device breaks the runtime: the next collective
+raises it. Set STREAM_ORDERED = False to wait on the host instead (the results
+are then complete on the device when synchronize() returns). Results the
+runtime owns (allgather, alltoall, reducescatter) are always waited for.
+
+An order provides consumer_stream() -> the cudaStream_t (int) that must wait,
+and retain(keepalive) -> None, called after the stream was ordered, which keeps
+the memory of the buffers the collective reads and writes from being reused
+before that stream has run past the wait.
+
 Thread safety: every function may be called from any thread; one handle must be
 synchronized by one thread.
 """
@@ -33,6 +54,9 @@ from hvd import errors
 
 _WAIT_SLICE_MS = 200
 
+# Stream-ordered completion for handles registered with an order (module docstring).
+STREAM_ORDERED = True
+
 _lock = threading.Lock()
 _entries = {}
 _keys_in_flight = {}  # call name -> number of unsynchronized handles under it
@@ -41,18 +65,20 @@ _abandoned = []  # Handles no caller will synchronize: see abandon().
 
 
 class _Entry:
-    __slots__ = ("c_handles", "names", "keepalive", "finish", "key")
+    __slots__ = ("c_handles", "names", "keepalive", "finish", "key", "order")
 
-    def __init__(self, c_handles, names, keepalive, finish, key):
+    def __init__(self, c_handles, names, keepalive, finish, key, order=None):
         self.c_handles = c_handles
         self.names = names
         self.keepalive = keepalive
         self.finish = finish
         self.key = key
+        self.order = order
 
 
-def _add(c_handles, names, keepalive, finish, key=None):
-    entry = _Entry(list(c_handles), list(names), keepalive, finish, key)
+def _add(c_handles, names, keepalive, finish, key=None, order=None):
+    entry = _Entry(c_handles if type(c_handles) is list else list(c_handles),
+                   names if type(names) is list else list(names), keepalive, finish, key, order)
     with _lock:
         handle = next(_ids)
         _entries[handle] = entry
@@ -91,16 +117,17 @@ def forget_all():
 
 def in_flight(key):
     """Whether a handle enqueued under call name `key` is not synchronized yet."""
-    with _lock:
-        return key in _keys_in_flight
+    return key in _keys_in_flight  # One dict lookup: atomic under the GIL.
 
 
-def register(c_handles, names, keepalive, finish, key=None):
+def register(c_handles, names, keepalive, finish, key=None, order=None):
     """Takes ownership of `c_handles` (ints); returns the new handle. `key`, the
-    call's name, stays in flight until the handle is synchronized."""
+    call's name, stays in flight until the handle is synchronized. `order`: a
+    StreamOrder for a device collective whose outputs are the caller's own
+    buffers (module docstring), else None."""
     if _abandoned:
         _reap()
-    return _add(c_handles, names, keepalive, finish, key)
+    return _add(c_handles, names, keepalive, finish, key, order)
 
 
 def abandon(c_handles, names, keepalive):
@@ -157,26 +184,54 @@ def poll(handle):
     return True
 
 
-def _wait(c_handle, name):
-    """Waits for one C handle; returns None or the HvdError it failed with."""
+def _wait(c_handle, name, wait=None):
+    """Waits for one C handle with `wait` (default hvd_wait); returns None or the
+    HvdError it failed with."""
+    if wait is None:
+        wait = _lib.lib().hvd_wait
+    code = wait(c_handle, _WAIT_SLICE_MS)
+    while code == _lib.IN_PROGRESS:
+        code = wait(c_handle, _WAIT_SLICE_MS)
+    if code == _lib.SUCCESS:
+        return None
+    return _lib.make_error(code, "collective %r" % name)
+
+
+def _stream_ordered(entry):
+    """Whether `entry` is synchronized by ordering a stream (module docstring)."""
+    return entry.order is not None and STREAM_ORDERED and _lib.has("hvd_wait_enqueued")
+
+
+def _order_consumer(entry):
+    """Makes the consumer's stream wait for every collective of `entry` (queued on
+    the device by now) and keeps its buffers alive; None or the HvdError."""
     lib = _lib.lib()
-    while True:
-        code = lib.hvd_wait(c_handle, _WAIT_SLICE_MS)
-        if code == _lib.IN_PROGRESS:
-            continue
-        if code == _lib.SUCCESS:
-            return None
-        return _lib.make_error(code, "collective %r" % name)
+    stream = entry.order.consumer_stream()
+    for c_handle, name in zip(entry.c_handles, entry.names):
+        code = lib.hvd_handle_order_stream(c_handle, stream)
+        if code != _lib.SUCCESS:
+            return _lib.make_error(code, "hvd_handle_order_stream(%s)" % name)
+    entry.order.retain(entry.keepalive)
+    return None
 
 
 def synchronize(handle):
-    """Waits for `handle`, releases it and returns its output."""
+    """Waits for `handle` (for a device collective, until the consumer's stream
+    is ordered after it: module docstring), releases it and returns its output."""
     entry = _get(handle)
     failure = None
+    ordered = _stream_ordered(entry)
+    wait = _lib.lib().hvd_wait_enqueued if ordered else None
     for c_handle, name in zip(entry.c_handles, entry.names):
-        err = _wait(c_handle, name)
+        err = _wait(c_handle, name, wait)
         if err is not None and failure is None:
             failure = err
+    if ordered and failure is None:
+        failure = _order_consumer(entry)
+    if ordered and failure is not None:
+        # Nothing is released while the device may still use its buffers.
+        for c_handle, name in zip(entry.c_handles, entry.names):
+            _wait(c_handle, name)
     try:
         if failure is None:
             return entry.finish(entry.c_handles)

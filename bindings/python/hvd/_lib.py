@@ -79,6 +79,10 @@ def new_allreduce_args():
     return args
 
 
+# struct_size of an AllreduceArgs built field by field (the hot path, _frontend).
+ALLREDUCE_ARGS_SIZE = ctypes.sizeof(AllreduceArgs)
+
+
 def _beside_launcher(max_depth=4):
     """libhvd.so next to the dprun executable among this process's ancestors."""
     pid = os.getppid()
@@ -219,6 +223,8 @@ _OPTIONAL_PROTOTYPES = {
     "hvd_nccl_version": (_I, [_P(_I)]),
     "hvd_grouped_allreduce_ex": (_I, [_I, _P(_P(AllreduceArgs)), _P(_VP)]),
     "hvd_version": (_I, [_P(_I), _P(_I), _P(_I), _P(_I)]),
+    "hvd_wait_enqueued": (_I, [_VP, _I64]),
+    "hvd_handle_order_stream": (_I, [_VP, _VP]),
     "hvd_start_timeline": (_I, [_CP, _I]),
     "hvd_stop_timeline": (_I, []),
     # The device forms (hvd.h, "Device tensors"); a device tensor needs them.

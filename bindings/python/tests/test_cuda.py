@@ -435,14 +435,35 @@ class _ClaimsDeviceAdapter(mpi_ops._TorchAdapter):
 
     def __init__(self):
         self.result_streams = []
+        self.orders = []
 
     def placement(self, t, what):
         mpi_ops.check_tensor(t, what)
         return 0, _FakeStream()
 
+    def stream_order(self, device, stream):
+        order = _FakeOrder(device, stream)
+        self.orders.append(order)
+        return order
+
     def from_memory(self, address, nbytes, shape, like, stream=None):
         self.result_streams.append(stream)
         return super().from_memory(address, nbytes, shape, like)
+
+
+class _FakeOrder:
+    """A StreamOrder whose consumer stream is the cudaStream_t `consumer`; records retain()."""
+    consumer = 0x5678
+
+    def __init__(self, device, stream):
+        self.device, self.stream = device, stream
+        self.retained = None
+
+    def consumer_stream(self):
+        return self.consumer
+
+    def retain(self, keepalive):
+        self.retained = keepalive
 
 
 class _HostedDeviceLib:
@@ -453,6 +474,21 @@ class _HostedDeviceLib:
         self.real = real
         self.device_calls = []
         self.host_calls = []
+        self.waits = []          # hvd_wait: the host waited for completion
+        self.enqueued_waits = []  # hvd_wait_enqueued
+        self.ordered = []        # hvd_handle_order_stream: (handle, stream)
+
+    def hvd_wait(self, handle, timeout):
+        self.waits.append(handle)
+        return self.real.hvd_wait(handle, timeout)
+
+    def hvd_wait_enqueued(self, handle, timeout):
+        self.enqueued_waits.append(handle)
+        return self.real.hvd_wait_enqueued(handle, timeout)
+
+    def hvd_handle_order_stream(self, handle, stream):
+        self.ordered.append((handle, stream))
+        return self.real.hvd_handle_order_stream(handle, None)  # host handle: done already
 
     def __getattr__(self, name):
         fn = getattr(self.real, name)
@@ -544,3 +580,37 @@ def test_device_path_passes_device_and_stream(monkeypatch):
     # Every runtime-owned result was copied on the stream its collective followed.
     assert len(adapter.result_streams) == 7
     assert all(isinstance(s, _FakeStream) for s in adapter.result_streams)
+
+
+def test_device_handles_order_the_consumer_stream_instead_of_waiting(monkeypatch):
+    # Stream-ordered completion (hvd._handles): a device allreduce or broadcast is
+    # synchronized by waiting until it is queued and ordering the consumer's
+    # stream after it, never by hvd_wait; its buffers are handed to the order to
+    # keep. Results the runtime owns (allgather) are still waited for.
+    t = torch.arange(6, dtype=torch.float32)
+    adapter = _ClaimsDeviceAdapter()
+    dev = _frontend.Frontend(adapter)
+    hosted = _HostedDeviceLib(_lib.lib())
+    monkeypatch.setattr(_lib, "lib", lambda: hosted)
+    ar = dev.allreduce_async(t.clone(), name="so.ar", op=hvd.Sum, inplace=True)
+    gar = dev.grouped_allreduce_async([t, t[:2]], name="so.gar", op=hvd.Sum)
+    bc = dev.broadcast_async(t, 0, name="so.bc")
+    results = [_handles.synchronize(h) for h in (ar, gar, bc)]
+    assert hosted.waits == []  # the host never waited for the device
+    assert len(hosted.enqueued_waits) == 4 and len(hosted.ordered) == 4
+    assert all(stream == _FakeOrder.consumer for _, stream in hosted.ordered)
+    assert len(adapter.orders) == 3
+    assert all(o.retained is not None for o in adapter.orders)
+    assert adapter.orders[0].retained is results[0]  # the in-place tensor itself
+    ag = dev.allgather_async(t.reshape(2, 3), name="so.ag")
+    _handles.synchronize(ag)
+    assert len(hosted.waits) == 1 and len(hosted.ordered) == 4
+
+    # Switched off: the host waits for completion, and no stream is ordered.
+    monkeypatch.setattr(_handles, "STREAM_ORDERED", False)
+    _handles.synchronize(dev.allreduce_async(t.clone(), name="so.off", op=hvd.Sum))
+    assert len(hosted.waits) == 2 and len(hosted.ordered) == 4
+    monkeypatch.undo()
+    n = hvd.size()
+    assert torch.equal(results[0], t * n)
+    assert torch.equal(results[1][1], t[:2] * n)

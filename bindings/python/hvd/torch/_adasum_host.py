@@ -27,7 +27,7 @@ _warned = False
 
 
 def _on_cuda(t):
-    return torch.is_tensor(t) and t.device.type == "cuda"
+    return torch.is_tensor(t) and t.is_cuda
 
 
 def _warn_once():

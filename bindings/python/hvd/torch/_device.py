@@ -15,6 +15,16 @@ reducescatter) into the torch tensor `out`. The runtime frees that memory in the
 order of the stream the collective was enqueued with, so the copy is queued on
 that stream; the caller's current stream then waits for it.
 
+StreamOrder is what a device collective whose outputs are the caller's own
+tensors (allreduce, broadcast) registers with its handle for stream-ordered
+completion (hvd._handles): synchronize() makes torch's current stream at that
+time (the consumer) wait for the collective on the device, and, where that is
+not the stream the collective was enqueued after, records the buffers as used
+by the consumer (Tensor.record_stream), so that torch's caching allocator does
+not hand their memory to new work on the enqueue stream before the consumer has
+run past the collective. On the enqueue stream itself nothing is needed: work
+queued there after the wait runs after the collective.
+
 Nothing here touches torch.cuda for CPU tensors, so CPU-only torch builds work.
 """
 import torch
@@ -81,3 +91,37 @@ def copy_from_device(out, address, nbytes, stream):
         dst.copy_(src)
     out.record_stream(stream)
     current.wait_stream(stream)
+
+
+class StreamOrder:
+    """The consumer side of one device collective (module docstring): `stream` is
+    the torch stream it was enqueued after, `device` its device index."""
+    __slots__ = ("device", "stream", "consumer")
+
+    def __init__(self, device, stream):
+        self.device = device
+        self.stream = stream
+        self.consumer = None
+
+    def consumer_stream(self):
+        """The cudaStream_t of torch's current stream on the device (remembered
+        for retain)."""
+        self.consumer = torch.cuda.current_stream(self.device)
+        return self.consumer.cuda_stream or None
+
+    def retain(self, keepalive):
+        """Records every CUDA tensor in `keepalive` (nested tuples and lists) as
+        used by the consumer stream, when that is not the enqueue stream."""
+        if self.consumer is None or self.consumer == self.stream:
+            return
+        for t in _tensors(keepalive):
+            t.record_stream(self.consumer)
+
+
+def _tensors(obj):
+    if torch.is_tensor(obj):
+        if obj.is_cuda:
+            yield obj
+    elif isinstance(obj, (tuple, list)):
+        for item in obj:
+            yield from _tensors(item)

@@ -60,6 +60,11 @@ _SUPPORTED = "float32, float64, float16, bfloat16, int8, uint8, int16, int32, in
 
 def check_tensor(t, what):
     """The hvd dtype of `t`; InvalidArgumentError if the runtime cannot take it."""
+    # The common case first, in a few attribute reads (a gradient hook's hot path).
+    if isinstance(t, torch.Tensor) and t.is_cpu and t.layout is torch.strided:
+        code = _DTYPES.get(t.dtype)
+        if code is not None:
+            return code
     if not torch.is_tensor(t):
         raise InvalidArgumentError("%s: hvd.torch takes torch.Tensor, got %s"
                                    % (what, type(t).__name__))
@@ -74,9 +79,16 @@ def check_tensor(t, what):
     return code
 
 
+def _placement(t, what):
+    if t.is_cpu:
+        return -1, None
+    return _device.placement(t, what)
+
+
 class _TorchAdapter:
     dtype_code = staticmethod(check_tensor)
-    placement = staticmethod(_device.placement)
+    placement = staticmethod(_placement)
+    stream_order = _device.StreamOrder
 
     def contiguous(self, t):
         return t if t.is_contiguous() else t.detach().contiguous()

@@ -15,6 +15,14 @@ yourself, as with Horovod).
 
 gradient_predivide_factor f splits the averaging: gradients are multiplied by 1/f
 before the sum and by f/size after it.
+
+Device work: the hooks and step() queue nothing on the device beyond the
+collective itself (and its fusion copies, inside the runtime): the allreduce
+writes p.grad in place, and zero_grad() keeps the wrapped optimizer's own
+set_to_none default. For CUDA gradients, synchronize() does not wait on the host
+for the GPU: it returns once the allreduces are queued on the device and makes
+torch's current stream wait for them (hvd._handles, "stream-ordered
+completion"), so the optimizer's kernels follow them and the host runs ahead.
 """
 import warnings
 from contextlib import contextmanager
@@ -33,6 +41,14 @@ def _split_list(items, n):
     """Splits `items` into n nearly equal consecutive parts."""
     d, r = divmod(len(items), n)
     return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
+
+
+def _write_grad(p, result):
+    """Makes `result` p's gradient. The in-place allreduce wrote p.grad itself, so
+    without compression there is nothing to do (no tensor op); a decompressed
+    result becomes p.grad's storage (set_: no kernel)."""
+    if result is not p.grad:
+        p.grad.set_(result)
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -251,7 +267,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 outputs = synchronize(handle)
                 for gp, output, gctx in zip(p, outputs, ctx):
                     self._allreduce_delay[gp] = self.backward_passes_per_step
-                    gp.grad.set_(self._compression.decompress(output, gctx))
+                    _write_grad(gp, self._compression.decompress(output, gctx))
                 if self._groups is not None:
                     self._group_counts[p] = 0
             else:
@@ -265,7 +281,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                         aggregated = aggregated.to_sparse()
                     p.grad.zero_().add_(aggregated)
                 else:
-                    p.grad.set_(self._compression.decompress(output, ctx))
+                    _write_grad(p, self._compression.decompress(output, ctx))
         self._handles.clear()
         self._synchronized = True
 
@@ -296,12 +312,21 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         return super(self.__class__, self).step(closure)
 
-    def zero_grad(self, set_to_none=False):
+    # torch.optim.Optimizer wraps a class's step in a profiler range (a
+    # record_function, which dispatches an op) unless it is marked hooked; the
+    # wrapped class's own step, called below, already has one.
+    step.hooked = True
+
+    def zero_grad(self, *args, **kwargs):
+        # The wrapped class's own default for set_to_none (True from torch 2.0): a
+        # gradient set to None is not filled with zeros, and backward then writes
+        # the new one instead of adding it to zeros (issue 25: one fill_ and one
+        # add_ kernel per gradient per step when this forced False).
         if self._handles:
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() "
                                  "but before optimizer.step() or optimizer.synchronize(). "
                                  "This is prohibited as it can cause a race condition.")
-        return super(self.__class__, self).zero_grad(set_to_none=set_to_none)
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
