@@ -84,6 +84,7 @@ Status Bootstrap::Start(std::unique_ptr<Runtime>* out) {
   // The launcher's view: the whole store, or in an elastic job this generation's part.
   std::shared_ptr<Store> launcher_view = store;
   const bool elastic = !options.elastic_id.empty();
+  const int launched_rank = options.rank;  // dprun's numbering, which --start-timeout checks
   if (elastic) {
     ElasticAssignment a;
     HVD_RETURN_IF_ERROR(JoinElastic(store, options, &a));
@@ -115,6 +116,8 @@ Status Bootstrap::Start(std::unique_ptr<Runtime>* out) {
     });
   }
   HVD_RETURN_IF_ERROR(store->Set(keys::Started(options.rank), std::to_string(::getpid())));
+  if (launched_rank != options.rank)  // an elastic generation renumbered this worker
+    HVD_RETURN_IF_ERROR(store->Set(keys::Started(launched_rank), std::to_string(::getpid())));
   for (const auto& ranks : options.process_sets) {
     int id = 0;
     HVD_RETURN_IF_ERROR(runtime->AddProcessSet(ranks, &id).Prepend("HVD_PROCESS_SETS"));

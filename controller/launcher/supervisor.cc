@@ -116,13 +116,15 @@ void Supervisor::CheckDeadlines(Clock::time_point now) {
   }
 }
 
-// Fails the job if a running rank has not set its started key.
+// Fails the job if a running rank has not set its started key. Only the ranks dprun
+// started with the job: an elastic job's later workers start after the deadline was
+// set, and their started key carries the rank their generation gave them.
 void Supervisor::CheckStarted() {
   start_check_pending_ = false;
   if (teardown_.phase() != Teardown::Phase::kRunning) return;
   std::vector<int> missing;
   for (const RankProcess& r : ranks_)
-    if ((r.running || r.pending) &&
+    if ((r.running || r.pending) && r.rank() < options_.num_ranks &&
         !store_.Wait({keys::Started(r.rank())}, std::chrono::milliseconds(0)).ok())
       missing.push_back(r.rank());
   if (missing.empty()) return reporter_.Verbose("all ranks started");
