@@ -23,6 +23,7 @@
 #include <functional>
 #include <vector>
 
+#include "runtime/data/chunk_pipeline.h"
 #include "runtime/data/response.h"
 #include "runtime/common/backend.h"
 #include "runtime/data/device_ops.h"
@@ -81,12 +82,19 @@ class Executor {
   // Or a DeviceOps made beforehand (tests).
   void SetDeviceOps(std::unique_ptr<DeviceOps> ops) { device_ops_ = std::move(ops); }
 
+  // Fused all-reduces of more than two chunks of `bytes` on a backend without pieces
+  // (Gloo, hierarchical) run chunk by chunk, packing and unpacking on a helper thread
+  // while the collective runs (AllreducePipelined). 0: never (HVD_FUSION_CHUNK).
+  void SetPipelineChunk(int64_t bytes) { pipeline_chunk_ = bytes; }
+
  private:
   Status ExecuteOnDevice(const Response& r, const std::vector<TensorEntry*>& entries);
   Status Allreduce(const Response& r, const std::vector<TensorEntry*>& entries);
   Status AllreducePieces(const Response& r, const std::vector<TensorEntry*>& entries,
                          int64_t contributors);
   Status AllreduceAdasum(const Response& r, const std::vector<TensorEntry*>& entries);
+  Status AllreducePipelined(const Response& r, const std::vector<TensorEntry*>& entries,
+                            int64_t total, int64_t divisor);
   Status Allgather(const Response& r, const std::vector<TensorEntry*>& entries);
   Status Broadcast(const Response& r, const std::vector<TensorEntry*>& entries);
   Status Alltoall(const Response& r, const std::vector<TensorEntry*>& entries);
@@ -106,6 +114,8 @@ class Executor {
   FusionBuffer scratch_;
   DeviceOpsFactory device_factory_;
   std::unique_ptr<DeviceOps> device_ops_;
+  int64_t pipeline_chunk_ = 0;
+  ChunkPipeline pipeline_;
 };
 
 // Completes every present entry with `status`.

@@ -197,6 +197,18 @@ TEST_P(AllreduceSweep, TinyFusionThresholdSplitsIntoManyBuffers) {
   EXPECT_LT(unsplit.responses, stats.responses) << "a large threshold should fuse more";
 }
 
+// Over Gloo, fused buffers of more than two 2 KiB chunks run chunk by chunk with
+// the packing on another thread (Executor::AllreducePipelined): tensors span chunks,
+// and every result is still exact.
+TEST_P(AllreduceSweep, PipelinedChunksOverGlooAreExact) {
+  RunCases(GetParam(), AllCases({17, 1031}), 128 << 20, [](RuntimeOptions& o) {
+    o.cpu_operations = "gloo";
+    o.fusion_chunk = 2048;
+    o.cross_size = 2;  // the set "spans hosts": the pipeline is only used there
+    o.cross_rank = o.rank % 2;
+  });
+}
+
 TEST_P(AllreduceSweep, FusionThresholdZeroRunsEveryTensorAlone) {
   const auto cases = AllCases({1, 33});
   Controller::Stats stats;
