@@ -7,7 +7,9 @@
 # limited with tc tbf to each rate of $MH_RATES (default "1gbit 10gbit") in both
 # directions, an sshd in each host, and runs allreduce_bench there through
 # `dprun -H` over ssh, one rank per host: dprun, raw Gloo on one pre-packed buffer
-# (gloo_fused) and Gloo per tensor, for $MH_WORKLOADS (default "resnet50 small"),
+# (gloo_fused, packing included), torch.distributed's Gloo on one flat buffer of the
+# same size (bench/torch_gloo_peer.py; skipped without torch) and Gloo per tensor, for
+# $MH_WORKLOADS (default "resnet50 small"),
 # $MH_ITERS timed steps (default 10). Each host has its own /dev/shm, so ranks on
 # different hosts never share memory. Prints and writes OUT_DIR/multihost.md: each
 # peer's median ms and its share of the ring all-reduce's link limit,
@@ -22,6 +24,7 @@ workloads=${MH_WORKLOADS:-resnet50 small}
 iters=${MH_ITERS:-10}
 dprun=$build/dprun
 bench=$build/bench/allreduce_bench
+peer=$(cd "$(dirname "$0")" && pwd)/torch_gloo_peer.py
 [ "$(id -u)" -eq 0 ] || { echo "$0: needs root (ip netns, tc, sshd)" >&2; exit 1; }
 for f in "$dprun" "$bench" /usr/sbin/sshd /usr/bin/ssh-keygen; do
   [ -x "$f" ] || { echo "$0: $f not found" >&2; exit 1; }
@@ -98,8 +101,8 @@ report=$out/multihost.md
 {
   echo "# dprun across $hosts hosts (network namespaces, tc tbf), one rank per host"
   echo
-  echo "| rate | workload | MB | dprun ms | % of link | gloo fused ms | % of link | gloo per-tensor ms | dprun / gloo fused |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| rate | workload | MB | dprun ms | % of link | gloo fused ms | % of link | torch.distributed gloo ms | % of link | gloo per-tensor ms | dprun / best peer |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
 } >"$report"
 for rate in $rates; do
   limit "$rate"
@@ -110,17 +113,31 @@ for rate in $rates; do
     ip netns exec $tag-0 "$dprun" -np "$hosts" -H "$host_list" $ssh_flags \
       "$bench" --workload "$w" --iters "$iters" --csv "$csv" >$tmp/$rate-$w.log 2>&1 ||
       { echo "$0: $rate $w failed:" >&2; cat $tmp/$rate-$w.log >&2; exit 1; }
-    /usr/bin/python3 - "$csv" "$rate" "$w" "$bits" "$hosts" >>"$report" <<'PY'
+    # torch.distributed's Gloo on one flat buffer of the same size (no packing).
+    elements=$(/usr/bin/python3 -c "import csv,sys; print(int(float(next(csv.DictReader(open(sys.argv[1])))['bytes']))//4)" "$csv")
+    torch_ms=nan
+    if /usr/bin/python3 -c "import torch.distributed" 2>/dev/null; then
+      # shellcheck disable=SC2086
+      ip netns exec $tag-0 "$dprun" -np "$hosts" -H "$host_list" $ssh_flags -x GLOO_SOCKET_IFNAME=eth0 \
+        /usr/bin/python3 "$peer" --elements "$elements" --master "${addrs[0]}:29517" \
+        --iters "$iters" >$tmp/$rate-$w.torch.log 2>&1 || true
+      torch_ms=$(awk '/<stdout>:torch_gloo [0-9]/ {print $NF}' $tmp/$rate-$w.torch.log)
+      [ -n "$torch_ms" ] || { echo "$0: torch peer failed:" >&2; tail -5 $tmp/$rate-$w.torch.log >&2; torch_ms=nan; }
+    fi
+    /usr/bin/python3 - "$csv" "$rate" "$w" "$bits" "$hosts" "$torch_ms" >>"$report" <<'PY'
 import csv, sys
 path, rate, workload, bits, hosts = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
+torch_ms = float(sys.argv[6])
 rows = list(csv.DictReader(open(path)))
 by = {r["peer"]: r for r in rows}
 size = float(rows[0]["bytes"])
 limit_ms = size * 2 * (hosts - 1) / hosts * 8 / bits * 1000
 def ms(p): return float(by[p]["median_ms"]) if p in by else float("nan")
 d, f, t = ms("dprun"), ms("gloo_fused"), ms("gloo_per_tensor")
-print("| %s | %s | %.1f | %.1f | %.0f%% | %.1f | %.0f%% | %.1f | %.2f |" % (
-    rate, workload, size / 1e6, d, 100 * limit_ms / d, f, 100 * limit_ms / f, t, d / f))
+best = min(f, torch_ms) if torch_ms == torch_ms else f
+print("| %s | %s | %.1f | %.1f | %.0f%% | %.1f | %.0f%% | %.1f | %.0f%% | %.1f | %.2f |" % (
+    rate, workload, size / 1e6, d, 100 * limit_ms / d, f, 100 * limit_ms / f, torch_ms,
+    100 * limit_ms / torch_ms, t, d / best))
 PY
   done
 done

@@ -1,0 +1,45 @@
+"""torch.distributed's Gloo all-reduce on one flat float32 buffer, the peer that
+bench/multihost_bench.sh runs next to allreduce_bench. Started by dprun (one process
+per rank); it rendezvouses through torch's own TCP store on rank 0's host.
+
+    dprun -np 2 -H a:1,b:1 python3 bench/torch_gloo_peer.py --elements N --master ADDR:PORT
+
+Prints, on rank 0, "torch_gloo <elements> <median ms>" (the slowest rank's time per step
+is the same for a ring: every rank finishes within one message of the others).
+"""
+import argparse
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--elements", type=int, required=True)
+    p.add_argument("--master", required=True, help="ADDR:PORT of rank 0's store")
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    a = p.parse_args()
+    addr, port = a.master.rsplit(":", 1)
+    rank, size = int(os.environ["HVD_RANK"]), int(os.environ["HVD_SIZE"])
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="tcp://%s:%s" % (addr, port), rank=rank,
+                            world_size=size)
+    buf = torch.ones(a.elements)
+    times = []
+    for i in range(a.warmup + a.iters):
+        dist.barrier()
+        t = time.perf_counter()
+        dist.all_reduce(buf)
+        if i >= a.warmup:
+            times.append(time.perf_counter() - t)
+    if rank == 0:
+        print("torch_gloo %d %.3f" % (a.elements, statistics.median(times) * 1000), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
