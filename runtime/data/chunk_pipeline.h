@@ -27,7 +27,8 @@ class ChunkPipeline {
 
   // Starts `job` on the helper thread and returns at once.
   void Run(std::function<void()> job);
-  // Returns once the job given to Run has finished (at once if there is none).
+  // Returns once the job given to Run has finished (at once if there is none). No
+  // timeout: a job is memory copies of at most one chunk each way, which always end.
   void Wait();
 
  private:
