@@ -17,6 +17,10 @@ default 29533, rank and size from hvd):
     /usr/bin/python3 bench/cpu_step.py [--rounds 5] [--steps 30]
     build/dprun -np 2 /usr/bin/python3 bench/cpu_step.py
 
+At one rank hvd.DistributedOptimizer registers no hooks (as Horovod: nothing to
+average); the "hvd+hooks" variant measures the step with them (as in an elastic
+job), that is the per-gradient cost of the hook path.
+
 Plain torch at 2 ranks is the same local step (no communication): the ratio then
 says what the gradient averaging costs on top of it.
 """
@@ -70,6 +74,14 @@ def build(args):
     m = copy.deepcopy(base)
     opt = hvd.DistributedOptimizer(sgd(m.parameters()), named_parameters=m.named_parameters())
     variants.append(Variant("hvd", m, opt))
+    if hvd.size() == 1:
+        # At one rank hvd (as Horovod) registers no hooks; "hvd+hooks" is the step
+        # with them, as in an elastic job: the per-gradient cost of the hook path.
+        os.environ["HOROVOD_ELASTIC"] = "1"
+        m = copy.deepcopy(base)
+        opt = hvd.DistributedOptimizer(sgd(m.parameters()), named_parameters=m.named_parameters())
+        del os.environ["HOROVOD_ELASTIC"]
+        variants.append(Variant("hvd+hooks", m, opt))
     if not args.no_ddp:
         m = copy.deepcopy(base)
         ddp = torch.nn.parallel.DistributedDataParallel(m)

@@ -370,7 +370,7 @@ def test_cuda_follows_the_current_stream(gpu):
 
 
 @needs_gpu
-def test_distributed_optimizer_on_cuda_matches_cpu(gpu):
+def test_distributed_optimizer_on_cuda_matches_cpu(gpu, hooked):
     x, y = dataset(8, hvd.size())
     models = {}
     for where, device in (("cpu", torch.device("cpu")), ("gpu", gpu)):

@@ -13,6 +13,9 @@ from helpers import dataset, identical_across_ranks, flat_params, make_model, ma
 
 PER_RANK = 6
 
+# The hooks at every size, one rank included (conftest.hooked).
+pytestmark = pytest.mark.usefixtures("hooked")
+
 
 def local_slice(x, y):
     r = hvd.rank()
@@ -238,8 +241,12 @@ def test_usage_errors():
         hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                  named_parameters=[p for _, p in params])
 
+
+
+def test_zero_grad_and_step_usage():
+    model = make_model(11)
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                   named_parameters=params)
+                                   named_parameters=model.named_parameters())
     x, y = dataset(PER_RANK, hvd.size())
     xs, ys = local_slice(x, y)
     F.cross_entropy(model(xs), ys).backward()
@@ -267,3 +274,25 @@ def test_unnamed_parameters_get_positional_names():
     train_distributed(model, opt, 2, x, y)
     train_reference(ref, torch.optim.SGD(ref.parameters(), lr=0.1), 2, x, y)
     assert max_diff(model, ref) < 1e-5
+
+
+def test_one_rank_adds_no_hooks(monkeypatch):
+    """At one rank (not elastic) the wrapper registers no hooks and its step is the
+    wrapped optimizer's: nothing is enqueued, the result is plain torch's."""
+    if hvd.size() != 1:
+        pytest.skip("one rank only")
+    monkeypatch.delenv("HOROVOD_ELASTIC", raising=False)
+    monkeypatch.delenv("HVD_ELASTIC_ID", raising=False)
+    x, y = dataset(PER_RANK, 1, seed=9)
+    model, ref = make_model(12), make_model(12)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                                   named_parameters=model.named_parameters())
+    assert opt._grad_accs == [] and opt._requires_update == set()
+    train_distributed(model, opt, 3, x, y)
+    train_reference(ref, torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9), 3, x, y)
+    assert opt._handles == {}
+    assert max_diff(model, ref) == 0
+    monkeypatch.setenv("HOROVOD_ELASTIC", "1")  # An elastic job may grow: hooks.
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters())
+    assert len(opt._grad_accs) == len(list(model.parameters()))

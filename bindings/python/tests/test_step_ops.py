@@ -37,7 +37,7 @@ def _step_ops(model, opt, x, y, zero_grad_kwargs):
 
 
 @pytest.mark.parametrize("set_to_none", [None, True, False])
-def test_a_step_dispatches_the_ops_of_a_plain_step(set_to_none):
+def test_a_step_dispatches_the_ops_of_a_plain_step(set_to_none, hooked):
     kwargs = {} if set_to_none is None else {"set_to_none": set_to_none}
     x = torch.randn(8, 10)
     y = torch.randint(0, 4, (8,))
@@ -65,7 +65,7 @@ class _NoneByDefaultSGD(torch.optim.SGD):
         return super().zero_grad(set_to_none=set_to_none)
 
 
-def test_zero_grad_keeps_the_wrapped_optimizers_default():
+def test_zero_grad_keeps_the_wrapped_optimizers_default(hooked):
     model = make_model(3)
     opt = hvd.DistributedOptimizer(_NoneByDefaultSGD(model.parameters(), lr=0.1),
                                    named_parameters=model.named_parameters())

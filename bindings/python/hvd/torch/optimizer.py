@@ -9,6 +9,9 @@ waits for every handle (starting the allreduce of any parameter whose hook did n
 run, e.g. one unused in this forward pass: other ranks may have used it), and
 writes the averaged gradients into p.grad.
 
+In a job of one rank (and not elastic) no hooks are registered, as in Horovod:
+there is nothing to average, and step() is the wrapped optimizer's own.
+
 With backward_passes_per_step=k, a gradient is allreduced only on every k-th
 backward pass, and gradients accumulate locally in between (scale the loss by 1/k
 yourself, as with Horovod).
@@ -24,6 +27,7 @@ for the GPU: it returns once the allreduces are queued on the device and makes
 torch's current stream wait for them (hvd._handles, "stream-ordered
 completion"), so the optimizer's kernels follow them and the host runs ahead.
 """
+import os
 import warnings
 from contextlib import contextmanager
 
@@ -41,6 +45,12 @@ def _split_list(items, n):
     """Splits `items` into n nearly equal consecutive parts."""
     d, r = divmod(len(items), n)
     return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
+
+
+def _elastic_job():
+    """True in a worker of an elastic job (dprun --min-np/--max-np, or Horovod's
+    HOROVOD_ELASTIC=1), whose size can change after the optimizer was built."""
+    return "HVD_ELASTIC_ID" in os.environ or os.environ.get("HOROVOD_ELASTIC") == "1"
 
 
 def _write_grad(p, result):
@@ -117,7 +127,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._p_to_group = {}
         self._group_counts = {}
 
-        if self.process_set.included():
+        # As Horovod: a job of one rank has nothing to average, so no hooks (the
+        # step is the wrapped optimizer's own, issue 25); an elastic job may grow.
+        if self.process_set.included() and (basics.size() > 1 or _elastic_job()):
             self._register_hooks()
 
     def load_state_dict(self, *args, **kwargs):
