@@ -8,6 +8,10 @@ that loop; figures are medians over rounds of the per-call mean. One process:
 
     /usr/bin/python3 bench/enqueue_cost.py [--tensors 1000] [--rounds 20]
 
+The same is measured for the prepared in-place allreduce that
+DistributedOptimizer's hooks use (hvd._frontend.PreparedAllreduce: one per
+gradient, started once per step).
+
 --profile prints cProfile's top functions for the enqueue loop instead.
 """
 import argparse
@@ -36,8 +40,23 @@ def main():
     tensors = [torch.ones(args.numel) for _ in range(args.tensors)]
     names = ["grad.%d" % i for i in range(args.tensors)]
 
-    def enqueue():
+    from hvd.torch.mpi_ops import _ops
+    prepared = [_ops.prepare_allreduce("prepared." + n, hvd.Sum, 1.0, 1.0,
+                                       hvd.global_process_set) for n in names]
+
+    def enqueue_general():
         return [hvd.allreduce_async_(t, name=n, op=hvd.Sum) for t, n in zip(tensors, names)]
+
+    def enqueue_prepared():
+        return [pr.start(t) for pr, t in zip(prepared, tensors)]
+
+    for label, enqueue in (("allreduce_async_", enqueue_general),
+                           ("prepared (DistributedOptimizer's hooks)", enqueue_prepared)):
+        measure(label, enqueue, args)
+    hvd.shutdown()
+
+
+def measure(label, enqueue, args):
 
     for _ in range(3):
         for h in enqueue():
@@ -63,11 +82,10 @@ def main():
         t2 = time.perf_counter()
         enq.append((t1 - t0) / args.tensors)
         syn.append((t2 - t1) / args.tensors)
-    print("allreduce_async_ enqueue: %.2f us per call (median of %d rounds of %d; min %.2f)"
-          % (statistics.median(enq) * 1e6, args.rounds, args.tensors, min(enq) * 1e6))
-    print("synchronize: %.2f us per handle (min %.2f)"
-          % (statistics.median(syn) * 1e6, min(syn) * 1e6))
-    hvd.shutdown()
+    print("%s enqueue: %.2f us per call (median of %d rounds of %d; min %.2f)"
+          % (label, statistics.median(enq) * 1e6, args.rounds, args.tensors, min(enq) * 1e6))
+    print("%s synchronize: %.2f us per handle (min %.2f)"
+          % (label, statistics.median(syn) * 1e6, min(syn) * 1e6))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ The adapter provides (t is a tensor of that framework):
   dtype_code(t, what) -> hvd dtype, raising InvalidArgumentError for anything the
       runtime cannot take (wrong type, device, dtype);
   contiguous(t), clone(t), empty_like(t) -> contiguous tensors;
+  host_key(t) -> a hashable (dtype, shape) for a contiguous tensor in host memory,
+      None for any other (PreparedAllreduce's check that a tensor fits);
   address(t), numel(t), shape(t) -> int, int, tuple;
   copy_(dst, src) -> copies src into dst in place;
   placement(t, what) -> (device, stream): device -1 for host memory, else the CUDA
@@ -139,6 +141,60 @@ def _reused_allreduce_args(name, send, recv, count, shape, dtype, op, pre, post,
     return args, keep
 
 
+class PreparedAllreduce:
+    """An in-place allreduce under one name, prepared for many starts (a gradient's,
+    once per step: the hook's hot path, issue 25). The first start builds the C
+    argument struct; a later start of a tensor like the last one (the adapter's
+    host_key: same dtype and shape, contiguous, in host memory) only sets its
+    buffer addresses, calls hvd_allreduce_ex and registers the handle. Any other
+    tensor (a device tensor, a non-contiguous one) takes the general path,
+    Frontend.allreduce_async, with the same arguments, so the result is the same
+    either way; so are the errors (the name's checks run on every start)."""
+
+    __slots__ = ("_frontend", "_name", "_op", "_pre", "_post", "_process_set", "_key",
+                 "_full", "_args", "_keep", "_c_handle", "_refs")
+
+    def __init__(self, frontend, name, op, prescale_factor, postscale_factor, process_set):
+        self._frontend = frontend
+        self._name, self._op, self._process_set = name, resolve_op(op, None), process_set
+        self._pre, self._post = float(prescale_factor), float(postscale_factor)
+        self._key = None
+
+    def _prepare(self, tensor, key):
+        a = self._frontend.a
+        ps = 0 if self._process_set is None else basics.process_set_id(self._process_set)
+        full = basics.op_name("allreduce", self._name, ps)
+        dtype = a.dtype_code(tensor, full)
+        address = a.address(tensor)
+        args, keep = _allreduce_args(full, address, address, a.numel(tensor), a.shape(tensor),
+                                     dtype, self._op, self._pre, self._post, ps, -1, None)
+        self._full, self._args, self._keep = full, args, keep
+        self._c_handle = ctypes.c_void_p()
+        self._refs = (ctypes.byref(args), ctypes.byref(self._c_handle))
+        self._key = key
+
+    def start(self, tensor):
+        """Enqueues the allreduce of `tensor` in place; the handle's synchronize()
+        returns `tensor`."""
+        key = self._frontend.a.host_key(tensor)
+        if key is None:
+            return self._frontend.allreduce_async(tensor, None, self._name, self._op, self._pre,
+                                                  self._post, self._process_set, inplace=True)
+        if key != self._key or (self._process_set is not None and
+                                self._process_set.process_set_id != self._args.process_set):
+            self._prepare(tensor, key)  # (a set removed and added again has a new id)
+        elif _handles.in_flight(self._full):
+            basics.op_name("allreduce", self._name, self._args.process_set)  # raises
+        address = self._frontend.a.address(tensor)
+        args = self._args
+        args.sendbuf = args.recvbuf = address or None
+        code = _lib.lib().hvd_allreduce_ex(*self._refs)
+        if code:
+            _lib.check(code, "hvd_allreduce_ex(%s)" % self._full)
+        return _handles.register([self._c_handle.value], [self._full], tensor, _Returns(tensor),
+                                 key=self._full)
+
+
 class _Returns:
     """finish() of a call whose result is an object known at enqueue."""
     __slots__ = ("value",)
@@ -217,6 +273,11 @@ class Frontend:
         return self.a.from_memory(address, nbytes, shape, like, stream)
 
     # ---- allreduce ------------------------------------------------------------------
+
+    def prepare_allreduce(self, name, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                          process_set=None):
+        """A PreparedAllreduce (in place) under `name`, for repeated starts."""
+        return PreparedAllreduce(self, name, op, prescale_factor, postscale_factor, process_set)
 
     def allreduce_async(self, tensor, average=None, name=None, op=None, prescale_factor=1.0,
                         postscale_factor=1.0, process_set=None, inplace=False):

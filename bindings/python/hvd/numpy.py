@@ -59,6 +59,11 @@ class _NumpyAdapter:
     def contiguous(self, t):
         return t if t.flags.c_contiguous else np.ascontiguousarray(t)
 
+    def host_key(self, t):
+        if isinstance(t, np.ndarray) and t.flags.c_contiguous:
+            return t.dtype, t.shape
+        return None
+
     def clone(self, t):
         return np.array(t, order="C", copy=True)
 

@@ -137,3 +137,50 @@ def test_autograd_through_allreduce_and_allgather():
     g = hvd.allgather(z)
     (g * 2).sum().backward()
     assert z.grad.shape == z.shape and (z.grad == 2).all()
+
+
+# ---- PreparedAllreduce: the gradient hook's hot path (issue 25) ----------------------
+
+def test_prepared_allreduce_matches_the_general_path_each_start():
+    from hvd.torch.mpi_ops import _ops
+    prepared = _ops.prepare_allreduce("prepared.a", hvd.Sum, 3.0, 0.5, hvd.global_process_set)
+    r = hvd.rank()
+    kept = []  # every step's tensor alive: each has its own memory
+    for step in range(3):  # each start reuses the struct, with this step's buffer
+        t = torch.arange(12, dtype=torch.float32).reshape(3, 4) + r + step
+        kept.append(t)
+        handle = prepared.start(t)
+        assert hvd.synchronize(handle) is t
+        want = 1.5 * (torch.arange(12, dtype=torch.float32).reshape(3, 4) * hvd.size() +
+                      total_of_ranks() - hvd.size() + step * hvd.size())
+        torch.testing.assert_close(t, want)  # 3.0 * sum * 0.5
+    assert len({t.data_ptr() for t in kept}) == 3
+    # Another dtype and shape: prepared again, same name; a non-contiguous tensor
+    # takes the general path (written back in place).
+    d = torch.full((5,), float(r), dtype=torch.float64)
+    assert hvd.synchronize(prepared.start(d)) is d
+    torch.testing.assert_close(d, torch.full((5,), 1.5 * (total_of_ranks() - hvd.size()),
+                                             dtype=torch.float64))
+    nc = torch.full((4, 6), float(r + 1)).t()
+    assert not nc.is_contiguous()
+    assert hvd.synchronize(prepared.start(nc)) is nc
+    torch.testing.assert_close(nc, torch.full((6, 4), 1.5 * total_of_ranks()))
+
+
+def test_prepared_allreduce_keeps_the_name_rules():
+    from hvd.torch.mpi_ops import _ops
+    prepared = _ops.prepare_allreduce("prepared.b", hvd.Sum, 1.0, 1.0, hvd.global_process_set)
+    t = torch.ones(4)
+    handle = prepared.start(t)
+    with pytest.raises(hvd.InvalidUsageError, match="'allreduce.prepared.b' is already in flight"):
+        prepared.start(torch.ones(4))  # the same name before synchronize
+    with pytest.raises(hvd.InvalidUsageError, match="already in flight"):
+        hvd.allreduce_async_(torch.ones(4), name="prepared.b")
+    hvd.synchronize(handle)
+    torch.testing.assert_close(t, torch.full((4,), float(hvd.size())))
+    with pytest.raises(hvd.InvalidArgumentError, match="dtype"):
+        prepared.start(torch.ones(3, dtype=torch.complex64))
+    unregistered = hvd.ProcessSet([0])
+    bad = _ops.prepare_allreduce("prepared.c", hvd.Sum, 1.0, 1.0, unregistered)
+    with pytest.raises(hvd.InvalidArgumentError, match="not registered"):
+        bad.start(torch.ones(2))

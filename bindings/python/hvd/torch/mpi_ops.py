@@ -93,6 +93,12 @@ class _TorchAdapter:
     def contiguous(self, t):
         return t if t.is_contiguous() else t.detach().contiguous()
 
+    def host_key(self, t):
+        if isinstance(t, torch.Tensor) and t.is_cpu and t.layout is torch.strided \
+                and t.is_contiguous():
+            return t.dtype, t.shape
+        return None
+
     def clone(self, t):
         return t.detach().clone(memory_format=torch.contiguous_format)
 

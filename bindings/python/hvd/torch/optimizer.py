@@ -37,8 +37,8 @@ from hvd import basics
 from hvd.basics import global_process_set
 from hvd.torch.compression import Compression
 from hvd.torch.functions import broadcast_object
-from hvd.torch.mpi_ops import (Adasum, Average, allreduce_async_, grouped_allreduce_async_,
-                               sparse_allreduce_async, synchronize)
+from hvd.torch.mpi_ops import (Adasum, Average, _ops, allreduce_async_,
+                               grouped_allreduce_async_, sparse_allreduce_async, synchronize)
 
 
 def _split_list(items, n):
@@ -105,6 +105,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.process_set = process_set
 
         self._handles = {}
+        self._prepared = {}  # parameter -> its gradient's PreparedAllreduce
         self._grad_accs = []
         self._requires_update = set()
         self._synchronized = False
@@ -203,8 +204,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 tensor = tensor.to_dense()
             else:
                 return self._sparse_allreduce_grad_async(p, name)
-        compressed, ctx = self._compression.compress(tensor)
         pre, post = self._scale_factors()
+        if self._compression is Compression.none:
+            # The hot path: one prepared in-place allreduce per parameter.
+            how = (self.op, pre, post, self.process_set)
+            made = self._prepared.get(p)
+            if made is None or made[0] != how:
+                made = self._prepared[p] = (how, _ops.prepare_allreduce(name, *how))
+            return made[1].start(tensor), None
+        compressed, ctx = self._compression.compress(tensor)
         handle = allreduce_async_(compressed, name=name, op=self.op, prescale_factor=pre,
                                   postscale_factor=post, process_set=self.process_set)
         return handle, ctx
