@@ -221,6 +221,9 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (a == "--iters") {
       f.harness.iters = std::atoi(value().c_str());
       if (f.harness.iters <= 0) Die("--iters must be positive");
+    } else if (a == "--warmup") {
+      f.harness.warmup = std::atoi(value().c_str());
+      if (f.harness.warmup <= 0) Die("--warmup must be a positive number of steps");
     } else if (a == "--run") {
       f.harness.run = std::atoi(value().c_str());
       if (f.harness.run <= 0) Die("--run must be a positive number of steps");
@@ -245,7 +248,7 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (a == "--help" || a == "-h") {
       std::printf(
           "usage: dprun -np N allreduce_bench [--workload all|sizes|resnet50|small[,...]]\n"
-          "         [--iters N] [--budget SECONDS] [--csv FILE] [--mpi-csv FILE]\n"
+          "         [--iters N] [--warmup N] [--budget SECONDS] [--csv FILE] [--mpi-csv FILE]\n"
           "         [--resnet50-sizes FILE] [--peers dprun,gloo_fused,gloo_per_tensor]\n"
           "         [--barrier dprun|gloo] [--settle SECONDS] [--run N]\n");
       std::exit(0);

@@ -72,6 +72,9 @@ Status CommunicatorFactory::Connect(int id, const std::vector<int>& ranks,
   hopts.size = comm->size;
   hopts.timeout = options_.timeout;
   hopts.interrupt = interrupt_;
+  hopts.hierarchy = options_.hierarchical_allreduce == "1"   ? HierarchyChoice::Mode::kHierarchical
+                   : options_.hierarchical_allreduce == "0" ? HierarchyChoice::Mode::kFlat
+                                                            : HierarchyChoice::Mode::kAuto;
   if (!hosts_.empty()) {
     hopts.placement = PlaceRanks(ranks, hosts_);
     std::string note;

@@ -210,6 +210,11 @@ Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
                                   {"nccl", "gloo"}, &o.gpu_operations));
   HVD_RETURN_IF_ERROR(ParseChoice(env, {"HVD_CPU_OPERATIONS", "HOROVOD_CPU_OPERATIONS"},
                                   {"auto", "shm", "gloo"}, &o.cpu_operations));
+  HVD_RETURN_IF_ERROR(
+      ParseChoice(env, {"HVD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE"},
+                  {"auto", "1", "0", "true", "false"}, &o.hierarchical_allreduce));
+  if (o.hierarchical_allreduce == "true") o.hierarchical_allreduce = "1";
+  if (o.hierarchical_allreduce == "false") o.hierarchical_allreduce = "0";
   ParseString(env, {"HVD_HOST_ID"}, &o.host_id);
   ParseString(env, {"HVD_ELASTIC_ID"}, &o.elastic_id);
   HVD_RETURN_IF_ERROR(ParseSeconds(env, {"HVD_ELASTIC_TIMEOUT"}, &o.elastic_timeout));
@@ -256,6 +261,10 @@ Status RuntimeOptions::Validate() const {
   if (cpu_operations != "auto" && cpu_operations != "shm" && cpu_operations != "gloo")
     return Status::InvalidArgument("HVD_CPU_OPERATIONS='" + cpu_operations +
                                    "' is not auto, shm or gloo");
+  if (hierarchical_allreduce != "auto" && hierarchical_allreduce != "1" &&
+      hierarchical_allreduce != "0")
+    return Status::InvalidArgument("HVD_HIERARCHICAL_ALLREDUCE='" + hierarchical_allreduce +
+                                   "' is not auto, 1 or 0");
   if (bind_to != "none" && bind_to != "core")
     return Status::InvalidArgument("HVD_BIND_TO='" + bind_to + "' is not none or core");
   for (const auto& set : process_sets)

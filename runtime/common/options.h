@@ -67,6 +67,11 @@ struct RuntimeOptions {
   // Gloo is kept where /dev/shm is too small. "shm": the same, but a /dev/shm too
   // small is an error. "gloo": Gloo's TCP transport for everything.
   std::string cpu_operations = "auto";  // HVD_CPU_OPERATIONS=auto|shm|gloo, HOROVOD_CPU_OPERATIONS
+  // A communicator spanning hosts with several ranks on each: "auto" runs each
+  // all-reduce hierarchically or flat (Gloo over every rank), whichever measured
+  // faster for its size on the first calls (runtime/transport/hierarchy_choice.h);
+  // "1" always hierarchically, "0" always flat.
+  std::string hierarchical_allreduce = "auto";  // HVD_HIERARCHICAL_ALLREDUCE=auto|1|0, HOROVOD_...
   // Ranks share memory when their host ids are equal. Empty (the default): the
   // kernel's boot id plus the device of /dev/shm, so separate machines and
   // containers with private /dev/shm never match. Set to group ranks by hand.

@@ -1,5 +1,7 @@
 #include "runtime/transport/hierarchical_backend.h"
 
+#include <chrono>
+#include <cstdio>
 #include <utility>
 
 namespace hvd {
@@ -12,8 +14,9 @@ std::vector<int64_t> ShardCounts(int64_t count, int parts) {
 
 HierarchicalBackend::HierarchicalBackend(std::unique_ptr<Backend> local,
                                          std::unique_ptr<Backend> cross,
-                                         std::unique_ptr<Backend> flat)
-    : local_(std::move(local)), cross_(std::move(cross)), flat_(std::move(flat)) {}
+                                         std::unique_ptr<Backend> flat,
+                                         HierarchyChoice::Mode mode)
+    : local_(std::move(local)), cross_(std::move(cross)), flat_(std::move(flat)), choice_(mode) {}
 
 Status HierarchicalBackend::Check(Status s) {
   if (!s.ok() && broken_.ok()) broken_ = s;
@@ -23,6 +26,32 @@ Status HierarchicalBackend::Check(Status s) {
 Status HierarchicalBackend::Allreduce(void* buf, int64_t count, DataType dtype, ReduceOp op) {
   if (!broken_.ok()) return broken_;
   if (count == 0) return Status::OK();
+  using Path = HierarchyChoice::Path;
+  const int64_t bytes = count * static_cast<int64_t>(DataTypeSize(dtype));
+  const Path path = choice_.Next(bytes);
+  const auto start = std::chrono::steady_clock::now();
+  HVD_RETURN_IF_ERROR(path == Path::kFlat ? Check(flat_->Allreduce(buf, count, dtype, op))
+                                          : HierarchicalAllreduce(buf, count, dtype, op));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double medians[2];
+  if (!choice_.Record(bytes, path, seconds, medians)) return Status::OK();
+  // The class's last sample, at this same call on every rank: agree on the sums.
+  HVD_RETURN_IF_ERROR(Check(flat_->Allreduce(medians, 2, DataType::kFloat64, ReduceOp::kSum)));
+  choice_.Decide(bytes, medians);
+  if (flat_->rank() == 0) {
+    const int n = flat_->size();
+    std::fprintf(stderr,
+                 "hvd: all-reduce of %lld bytes across hosts: hierarchical %.3f ms, flat %.3f ms "
+                 "(medians, mean over %d ranks): %s for sizes like it\n",
+                 static_cast<long long>(bytes), 1e3 * medians[0] / n, 1e3 * medians[1] / n, n,
+                 medians[1] < medians[0] ? "flat" : "hierarchical");
+  }
+  return Status::OK();
+}
+
+Status HierarchicalBackend::HierarchicalAllreduce(void* buf, int64_t count, DataType dtype,
+                                                  ReduceOp op) {
   const int local_size = local_->size(), me = local_->rank();
   const std::vector<int64_t> shards = ShardCounts(count, local_size);
   const size_t elem = DataTypeSize(dtype);

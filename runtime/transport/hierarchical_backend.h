@@ -9,6 +9,12 @@
 // the same bytes: a shard is reduced inside a host in one fixed order, across hosts
 // by Gloo's ring (identical everywhere), and then copied.
 //
+// Where the link is about as fast as the copies inside a host, the flat all-reduce
+// (Gloo's ring over every rank) can be faster: each all-reduce runs on the path that
+// HierarchyChoice picks for its size, measured on the first calls of each size class
+// (or forced by HVD_HIERARCHICAL_ALLREDUCE). All ranks run the same path for a call.
+// Rank 0 prints each class's measured choice to stderr once ("hvd: all-reduce ...").
+//
 // The other collectives move little data or are dominated by the network, and go to
 // `flat` (Gloo over every rank of the communicator).
 //
@@ -23,6 +29,7 @@
 #include <vector>
 
 #include "runtime/common/backend.h"
+#include "runtime/transport/hierarchy_choice.h"
 
 namespace hvd {
 
@@ -32,7 +39,8 @@ class HierarchicalBackend : public Backend {
   // rank's local index, one per host, in host order; `flat`: every rank of the
   // communicator, in its order (rank() and size() are the flat ones).
   HierarchicalBackend(std::unique_ptr<Backend> local, std::unique_ptr<Backend> cross,
-                      std::unique_ptr<Backend> flat);
+                      std::unique_ptr<Backend> flat,
+                      HierarchyChoice::Mode mode = HierarchyChoice::Mode::kAuto);
 
   const char* Name() const override { return "hierarchical"; }
   int rank() const override { return flat_->rank(); }
@@ -48,10 +56,15 @@ class HierarchicalBackend : public Backend {
   Status Barrier() override;
   void Abort(const Status& why) override;
 
+  // The paths chosen so far (for tests); only from the executing thread.
+  const HierarchyChoice& choice() const { return choice_; }
+
  private:
   Status Check(Status s);
+  Status HierarchicalAllreduce(void* buf, int64_t count, DataType dtype, ReduceOp op);
 
   std::unique_ptr<Backend> local_, cross_, flat_;
+  HierarchyChoice choice_;
   std::vector<uint8_t> scratch_;  // this rank's shard
   Status broken_;
 };

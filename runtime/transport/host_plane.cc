@@ -186,7 +186,8 @@ Status ConnectHostPlane(const HostPlaneOptions& opts, HostPlane* out) {
   std::shared_ptr<gloo::Context> cross;
   HVD_RETURN_IF_ERROR(gloo("cross" + std::to_string(local) + "/", host, p.hosts(), &cross));
   out->backend = std::make_unique<HierarchicalBackend>(
-      std::move(local_backend), std::make_unique<GlooBackend>(cross), std::move(flat_backend));
+      std::move(local_backend), std::make_unique<GlooBackend>(cross), std::move(flat_backend),
+      opts.hierarchy);
   return Status::OK();
 }
 

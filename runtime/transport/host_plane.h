@@ -28,6 +28,7 @@
 #include "runtime/common/control_channel.h"
 #include "controller/store/store.h"
 #include "runtime/common/backend.h"
+#include "runtime/transport/hierarchy_choice.h"
 
 namespace hvd {
 
@@ -76,6 +77,8 @@ struct HostPlaneOptions {
   int size = 1;
   Placement placement;      // needed for kHierarchical
   HostPath path = HostPath::kGloo;
+  // kHierarchical: which all-reduce each size runs (HierarchyChoice).
+  HierarchyChoice::Mode hierarchy = HierarchyChoice::Mode::kAuto;
   std::chrono::milliseconds timeout{30000};
   // Polled while the shared-memory segments wait for every rank to map them
   // (ShmSegmentOptions::interrupt). May be empty.

@@ -230,6 +230,39 @@ TEST_P(HierarchicalSweep, EveryDtypeOpAndCount) {
            HostsOf(per_host));
 }
 
+// Each size class runs both paths on its first calls, agrees on one and keeps it
+// (runtime/transport/hierarchy_choice.h): every call's result is exact throughout,
+// in auto mode and with either path forced (HVD_HIERARCHICAL_ALLREDUCE).
+TEST_P(HierarchicalSweep, RepeatedCallsStayExactWhileThePathIsChosen) {
+  const auto [size, per_host] = GetParam();
+  for (const char* mode : {"auto", "1", "0"}) {
+    RunRanks(
+        size,
+        [&, size = size](int rank, Runtime& rt) {
+          for (int64_t count : {int64_t{5}, int64_t{70000}}) {
+            for (int i = 0; i < 14; ++i) {
+              std::vector<float> buf(static_cast<size_t>(count));
+              for (int64_t j = 0; j < count; ++j) buf[j] = static_cast<float>((rank + i + j) % 7);
+              const std::string name =
+                  "repeat." + std::to_string(count) + "." + std::to_string(i);
+              Status s = AllreduceSync(rt, name, buf.data(), buf.data(), count,
+                                       DataType::kFloat32, ReduceOp::kSum);
+              ASSERT_TRUE(s.ok()) << mode << " " << name << ": " << s.ToString();
+              for (int64_t j = 0; j < count; ++j) {
+                float want = 0;
+                for (int r = 0; r < size; ++r) want += static_cast<float>((r + i + j) % 7);
+                ASSERT_EQ(buf[j], want) << mode << " " << name << " rank " << rank << " at " << j;
+              }
+            }
+          }
+        },
+        [&, per_host = per_host](RuntimeOptions& o) {
+          HostsOf(per_host)(o);
+          o.hierarchical_allreduce = mode;
+        });
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Hosts, HierarchicalSweep,
                          ::testing::Values(std::make_pair(4, 2), std::make_pair(6, 2),
                                            std::make_pair(6, 3)),

@@ -373,6 +373,22 @@ TEST(RuntimeOptionsTest, CpuOperationsAndHostId) {
   EXPECT_THAT(o.Validate().message(), HasSubstr("HVD_CPU_OPERATIONS='tcp'"));
 }
 
+TEST(RuntimeOptionsTest, HierarchicalAllreduce) {
+  EXPECT_EQ(ParseOk({}).hierarchical_allreduce, "auto");
+  EXPECT_EQ(ParseOk({{"HVD_HIERARCHICAL_ALLREDUCE", "1"}}).hierarchical_allreduce, "1");
+  EXPECT_EQ(ParseOk({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "0"}}).hierarchical_allreduce, "0");
+  EXPECT_EQ(ParseOk({{"HVD_HIERARCHICAL_ALLREDUCE", "True"}}).hierarchical_allreduce, "1");
+  EXPECT_EQ(ParseOk({{"HVD_HIERARCHICAL_ALLREDUCE", "AUTO"}}).hierarchical_allreduce, "auto");
+  RuntimeOptions o;
+  Status s = Parse({{"HVD_HIERARCHICAL_ALLREDUCE", "yes please"}}, &o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("HVD_HIERARCHICAL_ALLREDUCE='yes please'"),
+                                 HasSubstr("auto, 1, 0, true or false")));
+  o = RuntimeOptions();
+  o.hierarchical_allreduce = "2";
+  EXPECT_THAT(o.Validate().message(), HasSubstr("HVD_HIERARCHICAL_ALLREDUCE='2'"));
+}
+
 TEST(RuntimeOptionsTest, BindTo) {
   EXPECT_EQ(ParseOk({}).bind_to, "none");
   EXPECT_EQ(ParseOk({{"HVD_BIND_TO", "Core"}}).bind_to, "core");
