@@ -32,6 +32,7 @@ std::string ElasticMembership::Ended(const std::string& id, bool failed, Clock::
                          [&](const Worker& w) { return w.id == id; });
   if (it == workers_.end() || !it->running) return "";
   it->running = false;
+  if (!failed && InLatest(id)) finishing_ = true;
   if (!failed || !InLatest(id)) return "";  // done, or already left out
   HostRecord& host = hosts_[it->host];
   if (++host.failures >= kBlacklistFailures) {
@@ -46,6 +47,11 @@ std::string ElasticMembership::Ended(const std::string& id, bool failed, Clock::
            std::to_string(reset_limit_) + ")";
   *reset = true;
   return "";
+}
+
+void ElasticMembership::Stopped(const std::string& id) {
+  for (Worker& w : workers_)
+    if (w.id == id) w.running = false;
 }
 
 bool ElasticMembership::Blacklisted(const std::string& host, Clock::time_point now) const {

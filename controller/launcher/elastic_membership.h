@@ -5,7 +5,10 @@
 // HVD_ELASTIC_ID, on a host. Each generation numbers the workers running then 0..M-1,
 // keeping the order in which they were started, so ranks move down over a lost worker
 // and new workers come last. Rules:
-//   - a worker that exits with code 0 is done: no new generation;
+//   - a worker that exits with code 0 is done: no new generation, and once a worker
+//     of the latest generation is done the job is finishing: no worker starts
+//     after it (as Horovod's elastic driver; else discovery would fill the freed
+//     slot with a worker that waits for ranks that have finished);
 //   - a worker that fails (non-zero, a signal) is gone: a new generation of the rest,
 //     unless fewer than min_np would remain or the reset limit is reached, which end
 //     the job with the cause;
@@ -37,8 +40,8 @@ class ElasticMembership {
 
   // A worker was started on `host`; it belongs to the next generation.
   void Add(const std::string& id, const std::string& host);
-  // Whether another worker may start: fewer than max_np run.
-  bool CanAdd() const { return running() < max_np_; }
+  // Whether another worker may start: fewer than max_np run, and none is done.
+  bool CanAdd() const { return !finishing_ && running() < max_np_; }
   int running() const;
   // The workers running on `host`.
   int RunningOn(const std::string& host) const;
@@ -48,6 +51,10 @@ class ElasticMembership {
   // Worker `id` ended. Returns "" when the job goes on (a new generation is due if
   // *reset), else why it must end.
   std::string Ended(const std::string& id, bool failed, Clock::time_point now, bool* reset);
+  // dprun stops worker `id` (its host is gone): it leaves, neither failed nor done.
+  void Stopped(const std::string& id);
+  // Whether a worker of its generation ended with code 0 (Ended, not failed).
+  bool finishing() const { return finishing_; }
 
   // Whether `host` is blacklisted at `now`.
   bool Blacklisted(const std::string& host, Clock::time_point now) const;
@@ -77,6 +84,7 @@ class ElasticMembership {
   std::vector<std::string> latest_;  // the latest generation's ids
   int64_t generation_ = -1;
   int resets_ = 0;
+  bool finishing_ = false;
 };
 
 }  // namespace launcher

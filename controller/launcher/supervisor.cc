@@ -274,8 +274,7 @@ void Supervisor::Discover() {
     const std::string host = r.spec.host.empty() ? "localhost" : r.spec.host;
     if (std::any_of(hosts.begin(), hosts.end(), [&](const HostSlots& h) { return h.host == host; }))
       continue;
-    bool reset = false;
-    elastic_->Ended(worker_ids_[i], /*failed=*/false, Clock::now(), &reset);
+    elastic_->Stopped(worker_ids_[i]);
     reporter_.Message("host " + host + " is gone: stopping " + r.Name());
     ::kill(-r.pid, SIGTERM);
     ::kill(-r.pid, SIGCONT);

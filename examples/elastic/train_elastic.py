@@ -10,7 +10,8 @@ ELASTIC_STEP_SLEEP (seconds after each step, 0), ELASTIC_LOG (a directory: each
 worker appends "epoch E gen G rank R indices i,j,..." per committed batch and, at
 the end, "final <checksum>"), ELASTIC_KILL=ID:EPOCH:BATCH (worker ID SIGKILLs itself
 right after committing that batch), ELASTIC_KILL_ON_RESET=ID (worker ID SIGKILLs itself
-as it rejoins after a reset): for tests.
+as it rejoins after a reset), ELASTIC_FINAL_SLEEP=ID:SECONDS (worker ID waits that
+long after training before it exits): for tests.
 """
 
 import os
@@ -30,6 +31,7 @@ LOG_DIR = os.environ.get("ELASTIC_LOG")
 WORKER = os.environ.get("HVD_ELASTIC_ID", "w?")
 KILL = os.environ.get("ELASTIC_KILL", "")
 KILL_ON_RESET = os.environ.get("ELASTIC_KILL_ON_RESET", "")
+FINAL_SLEEP = os.environ.get("ELASTIC_FINAL_SLEEP", "")
 
 hvd.init()
 torch.manual_seed(0)
@@ -100,3 +102,5 @@ train(state)
 checksum = sum(float(p.double().sum()) for p in model.parameters())
 log("final %.10f loss %.6f size %d" % (checksum, full_loss(), hvd.size()))
 hvd.shutdown()
+if FINAL_SLEEP.startswith(WORKER + ":"):
+    time.sleep(float(FINAL_SLEEP.split(":")[1]))

@@ -22,6 +22,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using hvd::testing::JobRunner;
 
 const std::string kDprun = HVD_DPRUN_PATH;
@@ -202,6 +203,25 @@ TEST(Elastic, ADiscoveredHostGrowsTheJobAndTheNewRanksGetTheState) {
     checksums.insert(w.checksum);
   }
   EXPECT_EQ(checksums.size(), 1u) << "the ranks' parameters differ";
+}
+
+// Once a worker has finished training the job is finishing: discovery does not fill
+// the slots freed by the workers that exited first (a new worker would wait in
+// hvd_init for ranks that are gone and fail the job). w1 lingers 3 s after training,
+// long enough for discovery (every second) to see free slots.
+TEST(Elastic, NoWorkerStartsOnceTheFirstHasFinished) {
+  TempDir dir;
+  const std::string script = DiscoveryScript(dir.path, "grow", /*second_while_flag=*/true);
+  JobRunner job({kDprun, "-np", "2", "--min-np", "2", "--max-np", "4", "--host-discovery-script",
+                 script, "/usr/bin/python3", kScript, dir.path},
+                Env(dir.path, {"ELASTIC_STEP_SLEEP=0.02", "ELASTIC_FINAL_SLEEP=w1:3"}));
+  FlagAfterFirstEpoch(job, dir.path, "grow");
+  EXPECT_EQ(job.exit_code(), 0) << job.out();
+  EXPECT_THAT(job.out(), HasSubstr("dprun: generation 1: 4 rank(s)"));
+  EXPECT_THAT(job.out(), Not(HasSubstr("dprun: generation 2")));
+  EXPECT_THAT(job.out(), Not(HasSubstr("[4]<")));     // no fifth worker's output
+  EXPECT_THAT(job.out(), Not(HasSubstr("rank 4 (pid")));  // nor its exit
+  for (const auto& [id, w] : ReadLogs(dir.path, 4)) EXPECT_FALSE(w.checksum.empty()) << id;
 }
 
 TEST(Elastic, AVanishedHostsRanksAreStoppedAndTheRestGoOn) {

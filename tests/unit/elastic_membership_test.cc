@@ -47,10 +47,25 @@ TEST(ElasticMembership, ACleanExitIsNoResetAndTooFewRanksEndTheJob) {
   bool reset = true;
   EXPECT_EQ(m.Ended("w2", /*failed=*/false, Clock::now(), &reset), "");
   EXPECT_FALSE(reset);
-  EXPECT_TRUE(m.CanAdd());
+  // The job is finishing: the freed slot is not filled.
+  EXPECT_TRUE(m.finishing());
+  EXPECT_FALSE(m.CanAdd());
   EXPECT_EQ(m.Ended("w1", /*failed=*/true, Clock::now(), &reset),
             "1 rank(s) left, fewer than --min-np 2");
   EXPECT_FALSE(reset);
+}
+
+TEST(ElasticMembership, AStoppedWorkerFreesItsSlotWithoutFinishingTheJob) {
+  ElasticMembership m(1, 2, 10);
+  for (const char* id : {"w0", "w1"}) m.Add(id, "a");
+  std::vector<std::pair<std::string, std::string>> a;
+  m.NextGeneration(&a);
+  EXPECT_FALSE(m.CanAdd());
+  m.Stopped("w1");  // its host vanished
+  EXPECT_FALSE(m.finishing());
+  EXPECT_TRUE(m.CanAdd());
+  EXPECT_EQ(m.running(), 1);
+  EXPECT_EQ(m.RunningOn("a"), 1);
 }
 
 TEST(ElasticMembership, ResetsAreBoundedAndFailingHostsAreBlacklistedForAWhile) {
