@@ -38,14 +38,14 @@ Status HierarchicalBackend::Allreduce(void* buf, int64_t count, DataType dtype, 
   if (!choice_.Record(bytes, path, seconds, medians)) return Status::OK();
   // The class's last sample, at this same call on every rank: agree on the sums.
   HVD_RETURN_IF_ERROR(Check(flat_->Allreduce(medians, 2, DataType::kFloat64, ReduceOp::kSum)));
-  choice_.Decide(bytes, medians);
+  const Path chosen = choice_.Decide(bytes, medians);
   if (flat_->rank() == 0) {
     const int n = flat_->size();
     std::fprintf(stderr,
                  "hvd: all-reduce of %lld bytes across hosts: hierarchical %.3f ms, flat %.3f ms "
                  "(medians, mean over %d ranks): %s for sizes like it\n",
                  static_cast<long long>(bytes), 1e3 * medians[0] / n, 1e3 * medians[1] / n, n,
-                 medians[1] < medians[0] ? "flat" : "hierarchical");
+                 chosen == Path::kFlat ? "flat" : "hierarchical");
   }
   return Status::OK();
 }

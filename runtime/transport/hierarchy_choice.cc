@@ -48,7 +48,7 @@ bool HierarchyChoice::Record(int64_t bytes, Path path, double seconds, double lo
 HierarchyChoice::Path HierarchyChoice::Decide(int64_t bytes, const double summed[2]) {
   Class& c = classes_[SizeClass(bytes)];
   c.settled = true;
-  c.chosen = summed[1] < summed[0] ? Path::kFlat : Path::kHierarchical;
+  c.chosen = summed[1] < summed[0] * (1 - kFlatMargin) ? Path::kFlat : Path::kHierarchical;
   c.hierarchical.clear();
   c.flat.clear();
   return c.chosen;

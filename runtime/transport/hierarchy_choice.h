@@ -9,7 +9,9 @@
 // ...; each rank times its own calls. With the class's last sample, Record() hands
 // back this rank's median time of each path; the caller sums both over the ranks
 // (one small flat all-reduce, at the same call on every rank) and Decide() settles
-// the class on the path with the smaller sum. Every rank sees the same sequence of
+// the class on the flat path if its sum is smaller by more than kFlatMargin, else
+// on the hierarchical one (a near tie is noise, and the hierarchical path puts
+// fewer bytes on the network, so it suffers less from other traffic there). Every rank sees the same sequence of
 // all-reduces (collectives are agreed) and the same sums, so all ranks always run
 // the same path: results stay identical across ranks. A forced mode
 // (HVD_HIERARCHICAL_ALLREDUCE=1 or 0) always gives its path and measures nothing.
@@ -29,6 +31,7 @@ class HierarchyChoice {
   enum class Path { kHierarchical, kFlat };
   enum class Mode { kAuto, kHierarchical, kFlat };
   static constexpr int kSamples = 5;  // per path and class
+  static constexpr double kFlatMargin = 0.05;
 
   explicit HierarchyChoice(Mode mode = Mode::kAuto) : mode_(mode) {}
 
@@ -44,7 +47,8 @@ class HierarchyChoice {
   // the ranks and passed to Decide().
   bool Record(int64_t bytes, Path path, double seconds, double local[2]);
 
-  // Settles the class of `bytes` on the path with the smaller summed median.
+  // Settles the class of `bytes`: flat if its summed median is below the
+  // hierarchical one's by more than kFlatMargin, else hierarchical.
   Path Decide(int64_t bytes, const double summed[2]);
 
   // Whether the class of `bytes` is settled (always, in a forced mode), and on what.

@@ -65,6 +65,20 @@ TEST(HierarchyChoice, AlternatesThenSettlesOnTheSmallerSum) {
   EXPECT_EQ(c.Next(64), Path::kFlat);
 }
 
+TEST(HierarchyChoice, ANearTieStaysHierarchical) {
+  double local[2];
+  for (double flat_share : {0.97, 0.90}) {
+    HierarchyChoice c;
+    for (int i = 0; i < 2 * HierarchyChoice::kSamples; ++i) {
+      const Path p = c.Next(4096);
+      c.Record(4096, p, p == Path::kFlat ? flat_share : 1.0, local);
+    }
+    const Path want = flat_share > 1 - HierarchyChoice::kFlatMargin ? Path::kHierarchical
+                                                                   : Path::kFlat;
+    EXPECT_EQ(c.Decide(4096, local), want) << flat_share;
+  }
+}
+
 TEST(HierarchyChoice, ForcedModesNeverMeasure) {
   for (Mode m : {Mode::kHierarchical, Mode::kFlat}) {
     HierarchyChoice c(m);
