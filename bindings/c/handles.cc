@@ -164,7 +164,7 @@ hvd_status_t hvd_handle_result(hvd_handle_t* handle, const void** data, int64_t*
         type != hvd::OpType::kReducescatter)
       return Report(Status::InvalidUsage(std::string("a ") + hvd::OpTypeName(type) +
                                          " handle has no result buffer"));
-    s = work->Wait(std::chrono::milliseconds(0));
+    s = work->ResultReady();
     if (!s.ok()) return Report(s);
     const auto& device_result = work->device_result();
     const bool on_device = device_result.device >= 0;
@@ -185,7 +185,7 @@ hvd_status_t hvd_handle_received_splits(hvd_handle_t* handle, const int64_t** sp
     if (!s.ok()) return Report(s);
     if (type != hvd::OpType::kAlltoall)
       return Report(Status::InvalidUsage("only an alltoall handle has received splits"));
-    s = work->Wait(std::chrono::milliseconds(0));
+    s = work->ResultReady();
     if (!s.ok()) return Report(s);
     if (splits) *splits = work->received_splits().data();
     if (n) *n = static_cast<int>(work->received_splits().size());

@@ -239,7 +239,9 @@ hvd_status_t hvd_grouped_allreduce_ex(int n, const hvd_allreduce_args_t* const* 
  * Shapes are row-major with `ndim` >= 1 dimensions; the first is the one that
  * allgather concatenates, alltoall splits and reducescatter scatters. Results
  * whose size is known only after negotiation are owned by the handle: read them
- * with hvd_handle_result after a successful hvd_wait, until hvd_handle_release.
+ * with hvd_handle_result after a successful hvd_wait (a result in device memory:
+ * already once hvd_wait_enqueued succeeded; order the reading stream after the
+ * collective with hvd_handle_order_stream), until hvd_handle_release.
  * `process_set` is HVD_GLOBAL_PROCESS_SET or an id from hvd_add_process_set; ranks
  * given for a process set (root_rank, the join result) are ranks within the set. */
 
@@ -382,7 +384,8 @@ hvd_status_t hvd_handle_order_stream(hvd_handle_t* handle, void* stream);
  * hvd_last_error() (HVD_INVALID_ARGUMENT) without harm. */
 void hvd_handle_release(hvd_handle_t* handle);
 
-/* The result owned by a completed handle (allgather, alltoall, reducescatter):
+/* The result owned by a completed handle (allgather, alltoall, reducescatter; a
+ * device result once queued on the device, see hvd_wait_enqueued):
  * its bytes (device memory for a device tensor), byte count and shape.
  * Pointers stay valid until hvd_handle_release. Any out-parameter may be NULL. HVD_IN_PROGRESS if not done yet; the
  * collective's own status if it failed; HVD_INVALID_USAGE for a collective that

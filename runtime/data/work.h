@@ -140,8 +140,21 @@ class Work {
     cv_.notify_all();
   }
 
-  // Runtime-owned results. Written by the background thread before Complete;
-  // read by the caller only after a successful Wait.
+  // Whether the runtime-owned result may be read: OK once the Work completed
+  // successfully, or, for a result in device memory (device_result), once it is
+  // queued on the device (its address, size, shape and splits are final then; a
+  // reader must order its stream after the collective, OrderAfter, as for any
+  // device output). kInProgress before that; the failure if it failed.
+  Status ResultReady() const {
+    if (done_.load(std::memory_order_acquire)) return status_;
+    if (enqueued_.load(std::memory_order_acquire) && device_result_.device >= 0)
+      return Status::OK();
+    return InProgress(std::chrono::milliseconds(0));
+  }
+
+  // Runtime-owned results. Written by the background thread before Complete (a
+  // device result and its shape and splits: before MarkEnqueued); read by the
+  // caller only once ResultReady.
   std::vector<uint8_t>& result() { return result_; }
   std::vector<int64_t>& result_shape() { return result_shape_; }
   std::vector<int64_t>& received_splits() { return received_splits_; }

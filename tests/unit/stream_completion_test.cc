@@ -185,3 +185,45 @@ TEST(StreamCompletion, AnEventIsReusedOnlyOnceNoWorkHoldsIt) {
 
 }  // namespace
 }  // namespace hvd
+
+namespace hvd {
+namespace {
+
+struct NullFence : DeviceFence {
+  Status OrderStream(void*) override { return Status::OK(); }
+};
+
+// A runtime-owned result in device memory (allgather, alltoall, reducescatter of a
+// GPU tensor) is readable once queued: its address, size and shape are final, and
+// the reader orders its stream after the collective (hvd_handle_result, issue 25).
+TEST(StreamCompletion, ADeviceResultIsReadableOnceQueued) {
+  Work w("gathered");
+  EXPECT_EQ(w.ResultReady().code(), StatusCode::kInProgress);
+  w.device_result().data = std::shared_ptr<void>(new char[8], [](void* p) {
+    delete[] static_cast<char*>(p);
+  });
+  w.device_result().bytes = 8;
+  w.device_result().device = 0;
+  EXPECT_EQ(w.ResultReady().code(), StatusCode::kInProgress);  // not queued yet
+  w.MarkEnqueued(std::make_shared<NullFence>());
+  EXPECT_TRUE(w.ResultReady().ok());
+  EXPECT_FALSE(w.Poll());
+
+  // Queued without a device result (a device allreduce): nothing to read early.
+  Work plain("grad");
+  plain.MarkEnqueued(std::make_shared<NullFence>());
+  EXPECT_EQ(plain.ResultReady().code(), StatusCode::kInProgress);
+  // A host result: only once done; a failure is what the reader gets.
+  Work host("host");
+  EXPECT_EQ(host.ResultReady().code(), StatusCode::kInProgress);
+  host.Complete(Status::OK());
+  EXPECT_TRUE(host.ResultReady().ok());
+  Work failed("failed");
+  failed.device_result().device = 0;
+  failed.Complete(Status::Internal("NCCL broke"));
+  failed.MarkEnqueued(std::make_shared<NullFence>());  // ignored after completion
+  EXPECT_EQ(failed.ResultReady().code(), StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace hvd

@@ -223,8 +223,8 @@ class Frontend:
         return self.a.contiguous(tensor), dtype
 
     def _order(self, device, stream):
-        """The adapter's StreamOrder for a device collective whose outputs are the
-        caller's buffers (stream-ordered completion, hvd._handles), else None."""
+        """The adapter's StreamOrder for a device collective (stream-ordered
+        completion, hvd._handles), else None."""
         if device < 0:
             return None
         make = getattr(self.a, "stream_order", None)
@@ -382,7 +382,10 @@ class Frontend:
             c_handles = self._enqueue_each(c_call + "_ex", [
                 lambda h, e=e, b=b, c=c, d=d, p=p: per_tensor(e, b, c, d, p, h)
                 for e, (b, d, _), c, p in zip(encoded, shaped, shapes, places)], names, keep)
-            return _handles.register(c_handles, names, keep, finish, key=base)
+            # Stream-ordered when every tensor followed one stream of one device.
+            (device, stream, _), same = places[0], len({(d, c) for d, _, c in places}) == 1
+            return _handles.register(c_handles, names, keep, finish, key=base, owned=True,
+                                     order=self._order(device, stream) if same else None)
         n = len(shaped)
         c_names = (ctypes.c_char_p * max(n, 1))(*_encode(names))
         c_send = (ctypes.c_void_p * max(n, 1))(*[self.a.address(b) or None for b, _, _ in shaped])
@@ -477,7 +480,7 @@ class Frontend:
             out = self._result(handles[0], full, buf, stream)
             return out, self.a.int32_vector(_handles.received_splits(handles[0], full))
         return _handles.register([c_handle.value], [full], (tensor, buf, c_shape, c_splits),
-                                 finish, key=full)
+                                 finish, key=full, order=self._order(device, stream), owned=True)
 
     # ---- reducescatter --------------------------------------------------------------
 

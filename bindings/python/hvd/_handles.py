@@ -35,10 +35,15 @@ first, as for any kernel's output (torch does so itself for .cpu(), .item(),
 A failure found later on the device breaks the runtime: the next collective
 raises it. Set STREAM_ORDERED = False to wait on the host instead (the results
 are then complete on the device when synchronize() returns). Results the
-runtime owns (allgather, alltoall, reducescatter) are always waited for.
+runtime owns (allgather, alltoall, reducescatter: registered with owned=True)
+are stream-ordered too when the consumer's stream is the one the collective was
+enqueued after (order.on_enqueue_stream()): their copy out (finish) is queued on
+that stream after the wait, and the runtime frees its buffer in that stream's
+order, after the copy; with another consumer stream the host waits for them.
 
 An order provides consumer_stream() -> the cudaStream_t (int) that must wait,
-and retain(keepalive) -> None, called after the stream was ordered, which keeps
+on_enqueue_stream() -> whether the framework's current stream is the one the
+collective was enqueued after, and retain(keepalive) -> None, called after the stream was ordered, which keeps
 the memory of the buffers the collective reads and writes from being reused
 before that stream has run past the wait.
 
@@ -65,20 +70,22 @@ _abandoned = []  # Handles no caller will synchronize: see abandon().
 
 
 class _Entry:
-    __slots__ = ("c_handles", "names", "keepalive", "finish", "key", "order")
+    __slots__ = ("c_handles", "names", "keepalive", "finish", "key", "order", "owned")
 
-    def __init__(self, c_handles, names, keepalive, finish, key, order=None):
+    def __init__(self, c_handles, names, keepalive, finish, key, order=None, owned=False):
         self.c_handles = c_handles
         self.names = names
         self.keepalive = keepalive
         self.finish = finish
         self.key = key
         self.order = order
+        self.owned = owned
 
 
-def _add(c_handles, names, keepalive, finish, key=None, order=None):
+def _add(c_handles, names, keepalive, finish, key=None, order=None, owned=False):
     entry = _Entry(c_handles if type(c_handles) is list else list(c_handles),
-                   names if type(names) is list else list(names), keepalive, finish, key, order)
+                   names if type(names) is list else list(names), keepalive, finish, key, order,
+                   owned)
     with _lock:
         handle = next(_ids)
         _entries[handle] = entry
@@ -120,14 +127,14 @@ def in_flight(key):
     return key in _keys_in_flight  # One dict lookup: atomic under the GIL.
 
 
-def register(c_handles, names, keepalive, finish, key=None, order=None):
+def register(c_handles, names, keepalive, finish, key=None, order=None, owned=False):
     """Takes ownership of `c_handles` (ints); returns the new handle. `key`, the
     call's name, stays in flight until the handle is synchronized. `order`: a
-    StreamOrder for a device collective whose outputs are the caller's own
-    buffers (module docstring), else None."""
+    StreamOrder for a device collective (module docstring), else None; `owned`:
+    its results are the runtime's, copied out by `finish`."""
     if _abandoned:
         _reap()
-    return _add(c_handles, names, keepalive, finish, key, order)
+    return _add(c_handles, names, keepalive, finish, key, order, owned)
 
 
 def abandon(c_handles, names, keepalive):
@@ -199,7 +206,8 @@ def _wait(c_handle, name, wait=None):
 
 def _stream_ordered(entry):
     """Whether `entry` is synchronized by ordering a stream (module docstring)."""
-    return entry.order is not None and STREAM_ORDERED and _lib.has("hvd_wait_enqueued")
+    return (entry.order is not None and STREAM_ORDERED and _lib.has("hvd_wait_enqueued")
+            and (not entry.owned or entry.order.on_enqueue_stream()))
 
 
 def _order_consumer(entry):

@@ -452,8 +452,10 @@ class _ClaimsDeviceAdapter(mpi_ops._TorchAdapter):
 
 
 class _FakeOrder:
-    """A StreamOrder whose consumer stream is the cudaStream_t `consumer`; records retain()."""
+    """A StreamOrder whose consumer stream is the cudaStream_t `consumer`, the enqueue
+    stream when `same` is true; records retain()."""
     consumer = 0x5678
+    same = True
 
     def __init__(self, device, stream):
         self.device, self.stream = device, stream
@@ -461,6 +463,9 @@ class _FakeOrder:
 
     def consumer_stream(self):
         return self.consumer
+
+    def on_enqueue_stream(self):
+        return self.same
 
     def retain(self, keepalive):
         self.retained = keepalive
@@ -586,7 +591,8 @@ def test_device_handles_order_the_consumer_stream_instead_of_waiting(monkeypatch
     # Stream-ordered completion (hvd._handles): a device allreduce or broadcast is
     # synchronized by waiting until it is queued and ordering the consumer's
     # stream after it, never by hvd_wait; its buffers are handed to the order to
-    # keep. Results the runtime owns (allgather) are still waited for.
+    # keep. Results the runtime owns (allgather, alltoall, reducescatter) too, when
+    # the consumer's stream is the enqueue stream; else the host waits for them.
     t = torch.arange(6, dtype=torch.float32)
     adapter = _ClaimsDeviceAdapter()
     dev = _frontend.Frontend(adapter)
@@ -602,15 +608,29 @@ def test_device_handles_order_the_consumer_stream_instead_of_waiting(monkeypatch
     assert len(adapter.orders) == 3
     assert all(o.retained is not None for o in adapter.orders)
     assert adapter.orders[0].retained is results[0]  # the in-place tensor itself
-    ag = dev.allgather_async(t.reshape(2, 3), name="so.ag")
-    _handles.synchronize(ag)
-    assert len(hosted.waits) == 1 and len(hosted.ordered) == 4
+    n = hvd.size()
+    owned = [_handles.synchronize(h) for h in (
+        dev.allgather_async(t.reshape(2, 3), name="so.ag"),
+        dev.grouped_allgather_async([t.reshape(2, 3), t.reshape(3, 2)], name="so.gag"),
+        dev.alltoall_async(t.reshape(6, 1).repeat(n, 1), name="so.a2a"),
+        dev.reducescatter_async(t.reshape(6, 1).repeat(n, 1), name="so.rs", op=hvd.Sum))]
+    assert hosted.waits == []
+    assert len(hosted.enqueued_waits) == 9 and len(hosted.ordered) == 9
+    assert len(adapter.result_streams) == 5  # each copied out on its enqueue stream
+    assert torch.equal(owned[0], t.reshape(2, 3).repeat(n, 1))
+    assert torch.equal(owned[1][1], t.reshape(3, 2).repeat(n, 1))
+    assert torch.equal(owned[2][0], t.reshape(6, 1).repeat(n, 1))
+    assert torch.equal(owned[3], t.reshape(6, 1) * n)
+    # Consumed on another stream: the runtime frees its result in the enqueue
+    # stream's order, so the host waits for it instead.
+    monkeypatch.setattr(_FakeOrder, "same", False)
+    _handles.synchronize(dev.allgather_async(t.reshape(2, 3), name="so.ag2"))
+    assert len(hosted.waits) == 1 and len(hosted.ordered) == 9
 
     # Switched off: the host waits for completion, and no stream is ordered.
     monkeypatch.setattr(_handles, "STREAM_ORDERED", False)
     _handles.synchronize(dev.allreduce_async(t.clone(), name="so.off", op=hvd.Sum))
-    assert len(hosted.waits) == 2 and len(hosted.ordered) == 4
+    assert len(hosted.waits) == 2 and len(hosted.ordered) == 9
     monkeypatch.undo()
-    n = hvd.size()
     assert torch.equal(results[0], t * n)
     assert torch.equal(results[1][1], t[:2] * n)

@@ -109,6 +109,10 @@ class StreamOrder:
         self.consumer = torch.cuda.current_stream(self.device)
         return self.consumer.cuda_stream or None
 
+    def on_enqueue_stream(self):
+        """Whether torch's current stream on the device is the enqueue stream."""
+        return torch.cuda.current_stream(self.device) == self.stream
+
     def retain(self, keepalive):
         """Records every CUDA tensor in `keepalive` (nested tuples and lists) as
         used by the consumer stream, when that is not the enqueue stream."""
