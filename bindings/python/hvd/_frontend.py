@@ -17,8 +17,9 @@ The adapter provides (t is a tensor of that framework):
   dtype_code(t, what) -> hvd dtype, raising InvalidArgumentError for anything the
       runtime cannot take (wrong type, device, dtype);
   contiguous(t), clone(t), empty_like(t) -> contiguous tensors;
-  host_key(t) -> a hashable (dtype, shape) for a contiguous tensor in host memory,
-      None for any other (PreparedAllreduce's check that a tensor fits);
+  fast_key(t) -> a hashable (dtype, shape, device) for a contiguous dense tensor
+      (device -1 for host memory, else the CUDA device index), None for any other
+      (PreparedAllreduce's check that a tensor fits);
   address(t), numel(t), shape(t) -> int, int, tuple;
   copy_(dst, src) -> copies src into dst in place;
   placement(t, what) -> (device, stream): device -1 for host memory, else the CUDA
@@ -145,11 +146,12 @@ class PreparedAllreduce:
     """An in-place allreduce under one name, prepared for many starts (a gradient's,
     once per step: the hook's hot path, issue 25). The first start builds the C
     argument struct; a later start of a tensor like the last one (the adapter's
-    host_key: same dtype and shape, contiguous, in host memory) only sets its
-    buffer addresses, calls hvd_allreduce_ex and registers the handle. Any other
-    tensor (a device tensor, a non-contiguous one) takes the general path,
-    Frontend.allreduce_async, with the same arguments, so the result is the same
-    either way; so are the errors (the name's checks run on every start)."""
+    fast_key: same dtype, shape and device, contiguous) only sets its buffer
+    addresses (and, on a device, the current stream), calls hvd_allreduce_ex and
+    registers the handle (with its StreamOrder on a device). Any other tensor (a
+    non-contiguous one, or Adasum on a device) takes the general path, Frontend.allreduce_async, with
+    the same arguments, so the result is the same either way; so are the errors
+    (the name's checks run on every start)."""
 
     __slots__ = ("_frontend", "_name", "_op", "_pre", "_post", "_process_set", "_key",
                  "_full", "_args", "_keep", "_c_handle", "_refs")
@@ -161,13 +163,14 @@ class PreparedAllreduce:
         self._key = None
 
     def _prepare(self, tensor, key):
-        a = self._frontend.a
+        f, a = self._frontend, self._frontend.a
         ps = 0 if self._process_set is None else basics.process_set_id(self._process_set)
         full = basics.op_name("allreduce", self._name, ps)
         dtype = a.dtype_code(tensor, full)
+        device, _, c_stream = f._placement(tensor, full, "hvd_allreduce_ex")
         address = a.address(tensor)
         args, keep = _allreduce_args(full, address, address, a.numel(tensor), a.shape(tensor),
-                                     dtype, self._op, self._pre, self._post, ps, -1, None)
+                                     dtype, self._op, self._pre, self._post, ps, device, c_stream)
         self._full, self._args, self._keep = full, args, keep
         self._c_handle = ctypes.c_void_p()
         self._refs = (ctypes.byref(args), ctypes.byref(self._c_handle))
@@ -176,23 +179,28 @@ class PreparedAllreduce:
     def start(self, tensor):
         """Enqueues the allreduce of `tensor` in place; the handle's synchronize()
         returns `tensor`."""
-        key = self._frontend.a.host_key(tensor)
-        if key is None:
-            return self._frontend.allreduce_async(tensor, None, self._name, self._op, self._pre,
-                                                  self._post, self._process_set, inplace=True)
+        f = self._frontend
+        key = f.a.fast_key(tensor)
+        if key is None or (key[2] >= 0 and self._op == Adasum):  # (device Adasum: staged)
+            return f.allreduce_async(tensor, None, self._name, self._op, self._pre, self._post,
+                                     self._process_set, inplace=True)
         if key != self._key or (self._process_set is not None and
                                 self._process_set.process_set_id != self._args.process_set):
             self._prepare(tensor, key)  # (a set removed and added again has a new id)
         elif _handles.in_flight(self._full):
             basics.op_name("allreduce", self._name, self._args.process_set)  # raises
-        address = self._frontend.a.address(tensor)
         args = self._args
-        args.sendbuf = args.recvbuf = address or None
+        args.sendbuf = args.recvbuf = f.a.address(tensor) or None
+        order = None
+        if key[2] >= 0:  # after the work queued on the device's current stream
+            device, stream = f.a.placement(tensor, self._full)
+            args.device, args.stream = device, getattr(stream, "cuda_stream", None) or None
+            order = f._order(device, stream)
         code = _lib.lib().hvd_allreduce_ex(*self._refs)
         if code:
             _lib.check(code, "hvd_allreduce_ex(%s)" % self._full)
         return _handles.register([self._c_handle.value], [self._full], tensor, _Returns(tensor),
-                                 key=self._full)
+                                 key=self._full, order=order)
 
 
 class _Returns:

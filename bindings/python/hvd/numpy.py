@@ -59,9 +59,9 @@ class _NumpyAdapter:
     def contiguous(self, t):
         return t if t.flags.c_contiguous else np.ascontiguousarray(t)
 
-    def host_key(self, t):
+    def fast_key(self, t):
         if isinstance(t, np.ndarray) and t.flags.c_contiguous:
-            return t.dtype, t.shape
+            return t.dtype, t.shape, -1
         return None
 
     def clone(self, t):

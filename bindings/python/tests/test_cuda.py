@@ -441,6 +441,10 @@ class _ClaimsDeviceAdapter(mpi_ops._TorchAdapter):
         mpi_ops.check_tensor(t, what)
         return 0, _FakeStream()
 
+    def fast_key(self, t):
+        key = super().fast_key(t)
+        return None if key is None else key[:2] + (0,)
+
     def stream_order(self, device, stream):
         order = _FakeOrder(device, stream)
         self.orders.append(order)
@@ -627,10 +631,24 @@ def test_device_handles_order_the_consumer_stream_instead_of_waiting(monkeypatch
     _handles.synchronize(dev.allgather_async(t.reshape(2, 3), name="so.ag2"))
     assert len(hosted.waits) == 1 and len(hosted.ordered) == 9
 
+    # A gradient's prepared allreduce (DistributedOptimizer's hooks) on a device:
+    # the device form with the current stream, then stream-ordered like the rest.
+    prepared = dev.prepare_allreduce("so.prep", hvd.Sum, 1.0, 1.0, None)
+    kept = []
+    for step in range(2):
+        g = t.clone() + step
+        kept.append(g)
+        assert _handles.synchronize(prepared.start(g)) is g
+    assert [c for c in hosted.device_calls if c[0] == "hvd_allreduce_ex"][-2:] == [
+        ("hvd_allreduce_ex", 0, _FakeStream.cuda_stream)] * 2
+    assert len(hosted.ordered) == 11 and len(hosted.waits) == 1  # (the allgather above)
+    assert adapter.orders[-1].retained is kept[-1]
+    assert all(torch.equal(g, (t + i) * hvd.size()) for i, g in enumerate(kept))
+
     # Switched off: the host waits for completion, and no stream is ordered.
     monkeypatch.setattr(_handles, "STREAM_ORDERED", False)
     _handles.synchronize(dev.allreduce_async(t.clone(), name="so.off", op=hvd.Sum))
-    assert len(hosted.waits) == 2 and len(hosted.ordered) == 9
+    assert len(hosted.waits) == 2 and len(hosted.ordered) == 11
     monkeypatch.undo()
     assert torch.equal(results[0], t * n)
     assert torch.equal(results[1][1], t[:2] * n)

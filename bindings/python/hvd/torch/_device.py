@@ -15,9 +15,10 @@ reducescatter) into the torch tensor `out`. The runtime frees that memory in the
 order of the stream the collective was enqueued with, so the copy is queued on
 that stream; the caller's current stream then waits for it.
 
-StreamOrder is what a device collective whose outputs are the caller's own
-tensors (allreduce, broadcast) registers with its handle for stream-ordered
-completion (hvd._handles): synchronize() makes torch's current stream at that
+StreamOrder is what a device collective registers with its handle for
+stream-ordered completion (hvd._handles; for results the runtime owns, only when
+the consumer's stream is the enqueue stream: on_enqueue_stream). synchronize()
+makes torch's current stream at that
 time (the consumer) wait for the collective on the device, and, where that is
 not the stream the collective was enqueued after, records the buffers as used
 by the consumer (Tensor.record_stream), so that torch's caching allocator does

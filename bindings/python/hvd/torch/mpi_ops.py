@@ -93,10 +93,12 @@ class _TorchAdapter:
     def contiguous(self, t):
         return t if t.is_contiguous() else t.detach().contiguous()
 
-    def host_key(self, t):
-        if isinstance(t, torch.Tensor) and t.is_cpu and t.layout is torch.strided \
-                and t.is_contiguous():
-            return t.dtype, t.shape
+    def fast_key(self, t):
+        if isinstance(t, torch.Tensor) and t.layout is torch.strided and t.is_contiguous():
+            if t.is_cpu:
+                return t.dtype, t.shape, -1
+            if t.is_cuda:
+                return t.dtype, t.shape, t.device.index
         return None
 
     def clone(self, t):
