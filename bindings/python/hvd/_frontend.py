@@ -149,9 +149,9 @@ class PreparedAllreduce:
     fast_key: same dtype, shape and device, contiguous) only sets its buffer
     addresses (and, on a device, the current stream), calls hvd_allreduce_ex and
     registers the handle (with its StreamOrder on a device). Any other tensor (a
-    non-contiguous one, or Adasum on a device) takes the general path, Frontend.allreduce_async, with
-    the same arguments, so the result is the same either way; so are the errors
-    (the name's checks run on every start)."""
+    non-contiguous one, or Adasum on a device) takes the general path,
+    Frontend.allreduce_async, with the same arguments, so the result is the same
+    either way; so are the errors (the name's checks run on every start)."""
 
     __slots__ = ("_frontend", "_name", "_op", "_pre", "_post", "_process_set", "_key",
                  "_full", "_args", "_keep", "_c_handle", "_refs")

@@ -43,9 +43,9 @@ order, after the copy; with another consumer stream the host waits for them.
 
 An order provides consumer_stream() -> the cudaStream_t (int) that must wait,
 on_enqueue_stream() -> whether the framework's current stream is the one the
-collective was enqueued after, and retain(keepalive) -> None, called after the stream was ordered, which keeps
-the memory of the buffers the collective reads and writes from being reused
-before that stream has run past the wait.
+collective was enqueued after, and retain(keepalive) -> None, called after the
+stream was ordered, which keeps the memory of the buffers the collective reads
+and writes from being reused before that stream has run past the wait.
 
 Thread safety: every function may be called from any thread; one handle must be
 synchronized by one thread.
