@@ -212,9 +212,12 @@ Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
                                   {"auto", "shm", "gloo"}, &o.cpu_operations));
   HVD_RETURN_IF_ERROR(
       ParseChoice(env, {"HVD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE"},
-                  {"auto", "1", "0", "true", "false"}, &o.hierarchical_allreduce));
-  if (o.hierarchical_allreduce == "true") o.hierarchical_allreduce = "1";
-  if (o.hierarchical_allreduce == "false") o.hierarchical_allreduce = "0";
+                  {"auto", "1", "0", "true", "false", "yes", "no"}, &o.hierarchical_allreduce));
+  // The booleans as ParseBool reads them.
+  if (o.hierarchical_allreduce == "true" || o.hierarchical_allreduce == "yes")
+    o.hierarchical_allreduce = "1";
+  if (o.hierarchical_allreduce == "false" || o.hierarchical_allreduce == "no")
+    o.hierarchical_allreduce = "0";
   ParseString(env, {"HVD_HOST_ID"}, &o.host_id);
   ParseString(env, {"HVD_ELASTIC_ID"}, &o.elastic_id);
   HVD_RETURN_IF_ERROR(ParseSeconds(env, {"HVD_ELASTIC_TIMEOUT"}, &o.elastic_timeout));

@@ -379,11 +379,12 @@ TEST(RuntimeOptionsTest, HierarchicalAllreduce) {
   EXPECT_EQ(ParseOk({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "0"}}).hierarchical_allreduce, "0");
   EXPECT_EQ(ParseOk({{"HVD_HIERARCHICAL_ALLREDUCE", "True"}}).hierarchical_allreduce, "1");
   EXPECT_EQ(ParseOk({{"HVD_HIERARCHICAL_ALLREDUCE", "AUTO"}}).hierarchical_allreduce, "auto");
+  EXPECT_EQ(ParseOk({{"HVD_HIERARCHICAL_ALLREDUCE", "no"}}).hierarchical_allreduce, "0");
   RuntimeOptions o;
   Status s = Parse({{"HVD_HIERARCHICAL_ALLREDUCE", "yes please"}}, &o);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), AllOf(HasSubstr("HVD_HIERARCHICAL_ALLREDUCE='yes please'"),
-                                 HasSubstr("auto, 1, 0, true or false")));
+                                 HasSubstr("auto, 1, 0, true, false, yes or no")));
   o = RuntimeOptions();
   o.hierarchical_allreduce = "2";
   EXPECT_THAT(o.Validate().message(), HasSubstr("HVD_HIERARCHICAL_ALLREDUCE='2'"));

@@ -171,6 +171,7 @@ class PreparedAllreduce:
         address = a.address(tensor)
         args, keep = _allreduce_args(full, address, address, a.numel(tensor), a.shape(tensor),
                                      dtype, self._op, self._pre, self._post, ps, device, c_stream)
+        # _keep: the encoded name and shape array that `args` points to.
         self._full, self._args, self._keep = full, args, keep
         self._c_handle = ctypes.c_void_p()
         self._refs = (ctypes.byref(args), ctypes.byref(self._c_handle))

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 import torch
 
 from hvd import basics
+from hvd import elastic
 from hvd.basics import global_process_set
 from hvd.torch.compression import Compression
 from hvd.torch.functions import broadcast_object
@@ -48,9 +49,9 @@ def _split_list(items, n):
 
 
 def _elastic_job():
-    """True in a worker of an elastic job (dprun --min-np/--max-np, or Horovod's
-    HOROVOD_ELASTIC=1), whose size can change after the optimizer was built."""
-    return "HVD_ELASTIC_ID" in os.environ or os.environ.get("HOROVOD_ELASTIC") == "1"
+    """True in a worker of an elastic job (its runtime joined a dprun generation, or
+    Horovod's HOROVOD_ELASTIC=1), whose size can change after the optimizer was built."""
+    return os.environ.get("HOROVOD_ELASTIC") == "1" or elastic.generation() >= 0
 
 
 def _write_grad(p, result):
