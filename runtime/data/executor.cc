@@ -89,8 +89,9 @@ Status Executor::Allreduce(const Response& r, const std::vector<TensorEntry*>& e
   // AVERAGE divides by the set's size, joined ranks included (they contribute
   // zeros), as Horovod and torch's Join do.
   const int64_t divisor = backend_->size();
-  if (backend_->SupportsPieces() && r.prescale_factor == 1.0 &&
-      std::all_of(entries.begin(), entries.end(), [](const TensorEntry* e) { return e != nullptr; }))
+  // The choice depends only on the response, never on this rank's entries: a
+  // backend's piecewise and one-buffer all-reduces may differ on the wire.
+  if (backend_->SupportsPieces() && r.prescale_factor == 1.0)
     return AllreducePieces(r, entries, divisor);
   // A lone tensor present on this rank is reduced in its own output buffer.
   const bool direct = n == 1 && entries[0] != nullptr;
@@ -209,10 +210,26 @@ Status Executor::AllreducePieces(const Response& r, const std::vector<TensorEntr
   const DataType dtype = r.dtype;
   const ReduceOp op = r.reduce_op;
   const double post = r.postscale_factor;
+  const int n = static_cast<int>(r.names.size());
+  // A rank that has joined has no tensor: it contributes the op's identity from the
+  // fusion buffer and drops the result. The counts are every rank's, so the
+  // backend lays out and cuts the pieces alike everywhere.
+  int64_t missing = 0;
+  for (int i = 0; i < n; ++i)
+    if (entries[i] == nullptr) missing += r.counts[i];
+  const size_t elem = DataTypeSize(dtype);
+  uint8_t* spare = missing > 0 ? fusion_.Get(missing * elem) : nullptr;
   std::vector<AllreducePiece> pieces;
   pieces.reserve(entries.size());
-  for (int i = 0; i < static_cast<int>(r.names.size()); ++i)
-    pieces.push_back({entries[i]->input, entries[i]->output, r.counts[i]});
+  for (int i = 0; i < n; ++i) {
+    if (entries[i] != nullptr) {
+      pieces.push_back({entries[i]->input, entries[i]->output, r.counts[i]});
+    } else {
+      FillIdentity(dtype, op, spare, r.counts[i]);
+      pieces.push_back({spare, spare, r.counts[i]});
+      spare += r.counts[i] * elem;
+    }
+  }
   Backend::FinishFn finish;
   if (op == ReduceOp::kAverage || post != 1.0) {
     finish = [&](void* out, int64_t count) {

@@ -4,7 +4,6 @@
 #include <numeric>
 
 #include <gloo/allgatherv.h>
-#include <gloo/allreduce.h>
 #include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -13,7 +12,6 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "runtime/transport/gloo/gloo_store.h"
-#include "runtime/kernels/reduce_kernels.h"
 
 namespace hvd {
 namespace {
@@ -66,7 +64,8 @@ Status ConnectGlooContext(const std::shared_ptr<Store>& store,
   return Status::OK();
 }
 
-GlooBackend::GlooBackend(std::shared_ptr<gloo::Context> context) : context_(std::move(context)) {}
+GlooBackend::GlooBackend(std::shared_ptr<gloo::Context> context, PieceRingOptions ring_options)
+    : context_(std::move(context)), ring_(context_, ring_options) {}
 
 template <typename Fn>
 Status GlooBackend::Guard(const char* what, Fn&& fn) {
@@ -82,23 +81,24 @@ Status GlooBackend::Guard(const char* what, Fn&& fn) {
 
 Status GlooBackend::Allreduce(void* buf, int64_t count, DataType dtype, ReduceOp op) {
   if (size() == 1 || count == 0) return Status::OK();
-  ReduceFn fn = GetReduceFn(dtype, op);
-  const size_t elem = DataTypeSize(dtype);
-  return Guard("allreduce", [&] {
-    gloo::AllreduceOptions opts(context_);
-    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-    // Gloo types buffers by element size only, and its ring splits them at element
-    // boundaries; an unsigned type of the same width keeps whole elements together.
-    switch (elem) {
-      case 1: opts.setOutput(static_cast<uint8_t*>(buf), count); break;
-      case 2: opts.setOutput(static_cast<uint16_t*>(buf), count); break;
-      case 4: opts.setOutput(static_cast<uint32_t*>(buf), count); break;
-      default: opts.setOutput(static_cast<uint64_t*>(buf), count); break;
+  return AllreducePieces({{buf, buf, count}}, dtype, op, nullptr);
+}
+
+Status GlooBackend::AllreducePieces(const std::vector<AllreducePiece>& pieces, DataType dtype,
+                                    ReduceOp op, const FinishFn& finish) {
+  if (size() == 1) {
+    for (const auto& p : pieces) {
+      if (p.count == 0) continue;
+      if (p.out != p.in) std::memmove(p.out, p.in, p.count * DataTypeSize(dtype));
+      if (finish) finish(p.out, p.count);
     }
-    opts.setTag(NextTag());
-    opts.setReduceFunction(fn);  // Gloo passes element counts.
-    gloo::allreduce(opts);
-  });
+    return Status::OK();
+  }
+  // Our slots: prefix 0x7d (Gloo's collectives use small prefixes, the control
+  // channel 0x7e), the backend's running tag; one for each phase of the ring.
+  const uint64_t rs_slot = (0x7dull << 56) | NextTag();
+  const uint64_t ag_slot = (0x7dull << 56) | NextTag();
+  return Guard("allreduce", [&] { ring_.Run(pieces, dtype, op, finish, rs_slot, ag_slot); });
 }
 
 Status GlooBackend::Allgatherv(const void* in, void* out,

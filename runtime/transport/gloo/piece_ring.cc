@@ -1,0 +1,254 @@
+#include "runtime/transport/gloo/piece_ring.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <gloo/transport/unbound_buffer.h>
+
+#include "runtime/common/status.h"
+#include "runtime/kernels/reduce_kernels.h"
+
+namespace hvd {
+namespace {
+
+using Buffer = gloo::transport::UnboundBuffer;
+
+// Consecutive elements of the logical buffer held the same way: one large piece
+// (direct), or a run of small pieces that share a stretch of the staging area.
+struct Extent {
+  bool staged;
+  int first, last;    // pieces [first, last]; direct: first == last
+  int64_t start;      // logical element offset
+  int64_t count;
+  int64_t stage_off;  // staged: element offset in the staging area
+};
+
+// A message: `count` logical elements from `start`, inside one extent.
+struct Segment {
+  int extent;
+  int64_t start, count;
+};
+
+// One receive from the previous rank, in the order they arrive.
+struct Receive {
+  const Segment* seg;
+  bool reduce;     // reduce-scatter (into scratch, then reduced); else allgather
+  bool last_rs;    // the final reduce-scatter step: this rank's block, finished here
+  bool forward;    // sent on to the next rank once processed
+  int64_t scratch; // reduce-scatter: byte offset of its scratch slot
+};
+
+}  // namespace
+
+PieceRing::PieceRing(std::shared_ptr<gloo::Context> context, PieceRingOptions options)
+    : context_(std::move(context)), options_(options) {}
+
+void PieceRing::Run(const std::vector<AllreducePiece>& pieces, DataType dtype, ReduceOp op,
+                    const Backend::FinishFn& finish, uint64_t rs_slot, uint64_t ag_slot) {
+  const int size = context_->size, rank = context_->rank;
+  HVD_CHECK(size > 1);
+  const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  const int64_t elem = static_cast<int64_t>(DataTypeSize(dtype));
+  const ReduceFn reduce = GetReduceFn(dtype, op);
+  const int n = static_cast<int>(pieces.size());
+  staged_bytes_ = 0;
+
+  std::vector<int64_t> pstart(n + 1, 0);
+  for (int i = 0; i < n; ++i) pstart[i + 1] = pstart[i] + pieces[i].count;
+  const int64_t total = pstart[n];
+  if (total == 0) return;
+
+  // Extents, in logical order. A small piece is staged only among other small ones:
+  // alone (one buffer, or between large pieces) it is a message of its own anyway.
+  const int64_t direct_min = std::max<int64_t>(1, options_.direct_min_bytes / elem);
+  auto small = [&](int i) { return i >= 0 && i < n && pieces[i].count > 0 && pieces[i].count < direct_min; };
+  std::vector<Extent> extents;
+  int64_t staged = 0;
+  int prev_nonempty = -1;
+  for (int i = 0; i < n; ++i) {
+    const int64_t count = pieces[i].count;
+    if (count == 0) continue;
+    int next_nonempty = i + 1;
+    while (next_nonempty < n && pieces[next_nonempty].count == 0) ++next_nonempty;
+    const bool alone = !small(prev_nonempty) && !small(next_nonempty);
+    prev_nonempty = i;
+    if (count >= direct_min || alone) {
+      extents.push_back({false, i, i, pstart[i], count, 0});
+      continue;
+    }
+    Extent* back = extents.empty() ? nullptr : &extents.back();
+    if (back != nullptr && back->staged && back->start + back->count == pstart[i]) {
+      back->last = i;
+      back->count += count;
+    } else {
+      extents.push_back({true, i, i, pstart[i], count, staged});
+    }
+    staged += count;
+  }
+  if (static_cast<int64_t>(staging_.size()) < staged * elem) staging_.resize(staged * elem);
+
+  // One block per rank, each cut into segments at extent ends and every seg_max.
+  const int64_t seg_max = std::max<int64_t>(1, static_cast<int64_t>(options_.segment_bytes) / elem);
+  std::vector<std::vector<Segment>> blocks(size);
+  size_t x = 0;
+  for (int b = 0; b < size; ++b) {
+    const int64_t hi = total * (b + 1) / size;
+    for (int64_t pos = total * b / size; pos < hi;) {
+      while (extents[x].start + extents[x].count <= pos) ++x;
+      const int64_t end = std::min({hi, extents[x].start + extents[x].count, pos + seg_max});
+      blocks[b].push_back({static_cast<int>(x), pos, end - pos});
+      pos = end;
+    }
+  }
+  auto block = [&](int b) -> const std::vector<Segment>& { return blocks[((b % size) + size) % size]; };
+
+  // What arrives from the previous rank, in order: reduce-scatter steps 0..size-2
+  // (blocks rank-1, rank-2, ..., rank+1), then allgather steps (blocks rank, rank-1,
+  // ..., rank+2). Everything but the last allgather step is forwarded.
+  std::vector<Receive> receives;
+  int64_t rs_count = 0;
+  for (int s = 0; s < size - 1; ++s)
+    for (const Segment& seg : block(rank - s - 1))
+      receives.push_back({&seg, true, s == size - 2, true, 0}), ++rs_count;
+  for (int s = 0; s < size - 1; ++s)
+    for (const Segment& seg : block(rank - s)) receives.push_back({&seg, false, false, s < size - 2, 0});
+  // Reduce-scatter receives land in scratch slots, as many as max_scratch_bytes
+  // holds (all of them, for fused responses up to that size).
+  const int64_t slots = std::max<int64_t>(
+      1, std::min<int64_t>(rs_count, static_cast<int64_t>(options_.max_scratch_bytes) / (seg_max * elem)));
+  for (int64_t k = 0; k < rs_count; ++k) receives[k].scratch = (k % slots) * seg_max * elem;
+  if (static_cast<int64_t>(scratch_.size()) < slots * seg_max * elem)
+    scratch_.resize(slots * seg_max * elem);
+
+  // Gloo buffers: scratch, staging, and each large piece's input and output.
+  std::unique_ptr<Buffer> scratch_buf = context_->createUnboundBuffer(scratch_.data(), scratch_.size());
+  std::unique_ptr<Buffer> staging_buf =
+      staged > 0 ? context_->createUnboundBuffer(staging_.data(), staged * elem) : nullptr;
+  std::vector<std::unique_ptr<Buffer>> in_bufs(n), out_bufs(n);
+  auto out_buf = [&](int i) {
+    if (!out_bufs[i])
+      out_bufs[i] = context_->createUnboundBuffer(pieces[i].out, pieces[i].count * elem);
+    return out_bufs[i].get();
+  };
+  auto in_buf = [&](int i) {
+    if (pieces[i].in == pieces[i].out) return out_buf(i);
+    if (!in_bufs[i])
+      in_bufs[i] = context_->createUnboundBuffer(const_cast<void*>(pieces[i].in),
+                                                 pieces[i].count * elem);
+    return in_bufs[i].get();
+  };
+
+  // Where a segment's elements live: its Gloo buffer and the byte offset in it.
+  struct Place {
+    Buffer* buf;
+    int64_t offset;
+  };
+  auto out_place = [&](const Segment& seg) -> Place {
+    const Extent& e = extents[seg.extent];
+    if (e.staged) return {staging_buf.get(), (e.stage_off + seg.start - e.start) * elem};
+    return {out_buf(e.first), (seg.start - e.start) * elem};
+  };
+  uint8_t* const staging = staging_.data();
+  // Calls f(piece, element offset in the piece, element offset in staging, count)
+  // for each part of a staged segment.
+  auto for_parts = [&](const Segment& seg, auto&& f) {
+    const Extent& e = extents[seg.extent];
+    const int64_t end = seg.start + seg.count;
+    int i = static_cast<int>(std::upper_bound(pstart.begin() + e.first, pstart.begin() + e.last + 1,
+                                              seg.start) - pstart.begin()) - 1;
+    for (; i <= e.last && pstart[i] < end; ++i) {
+      const int64_t lo = std::max(seg.start, pstart[i]), hi = std::min(end, pstart[i + 1]);
+      if (hi > lo) f(i, lo - pstart[i], e.stage_off + (lo - e.start), hi - lo);
+    }
+  };
+
+  std::vector<Buffer*> sends;
+  auto send = [&](const Place& p, int64_t count, uint64_t slot) {
+    p.buf->send(next, slot, static_cast<size_t>(p.offset), static_cast<size_t>(count * elem));
+    sends.push_back(p.buf);
+  };
+  auto post = [&](const Receive& rv) {
+    const int64_t bytes = rv.seg->count * elem;
+    if (rv.reduce) {
+      scratch_buf->recv(prev, rs_slot, static_cast<size_t>(rv.scratch), static_cast<size_t>(bytes));
+    } else {
+      const Place p = out_place(*rv.seg);
+      p.buf->recv(prev, ag_slot, static_cast<size_t>(p.offset), static_cast<size_t>(bytes));
+    }
+  };
+
+  // Gloo sends a message only once its receive is posted, and the notice that it is
+  // posted queues behind the data this rank is sending; posted one by one, receives
+  // would halve the rate of each direction. So every allgather receive is posted now
+  // (they land in the tensors or the staging area), and the reduce-scatter receives
+  // as far as the scratch slots go, before any data is sent.
+  const size_t count = receives.size();
+  const size_t rs_total = static_cast<size_t>(rs_count);
+  for (size_t k = rs_total; k < count; ++k) post(receives[k]);
+  size_t posted = 0;
+  auto post_ahead = [&](size_t done) {
+    for (; posted < rs_total && posted < done + static_cast<size_t>(slots); ++posted)
+      post(receives[posted]);
+  };
+  post_ahead(0);
+
+  // Reduce-scatter step 0: this rank's own input of block `rank`.
+  for (const Segment& seg : block(rank)) {
+    const Extent& e = extents[seg.extent];
+    if (e.staged) {
+      for_parts(seg, [&](int i, int64_t from, int64_t at, int64_t c) {
+        std::memcpy(staging + at * elem, static_cast<const uint8_t*>(pieces[i].in) + from * elem,
+                    c * elem);
+      });
+      staged_bytes_ += seg.count * elem;
+      send(out_place(seg), seg.count, rs_slot);
+    } else {
+      send({in_buf(e.first), (seg.start - e.start) * elem}, seg.count, rs_slot);
+    }
+  }
+
+  for (size_t k = 0; k < count; ++k) {
+    post_ahead(k);
+    const Receive& rv = receives[k];
+    const Segment& seg = *rv.seg;
+    const Extent& e = extents[seg.extent];
+    const Place place = out_place(seg);
+    if (rv.reduce) {
+      scratch_buf->waitRecv();
+      const uint8_t* got = scratch_.data() + rv.scratch;
+      if (e.staged) {
+        for_parts(seg, [&](int i, int64_t from, int64_t at, int64_t c) {
+          reduce(staging + at * elem, static_cast<const uint8_t*>(pieces[i].in) + from * elem,
+                 got + (at - (e.stage_off + seg.start - e.start)) * elem, static_cast<size_t>(c));
+        });
+        staged_bytes_ += seg.count * elem;
+      } else {
+        const int64_t off = (seg.start - e.start) * elem;
+        reduce(static_cast<uint8_t*>(pieces[e.first].out) + off,
+               static_cast<const uint8_t*>(pieces[e.first].in) + off, got,
+               static_cast<size_t>(seg.count));
+      }
+      if (rv.last_rs && finish) {
+        finish(e.staged ? staging + place.offset
+                        : static_cast<uint8_t*>(pieces[e.first].out) + place.offset,
+               seg.count);
+      }
+    } else {
+      place.buf->waitRecv();
+    }
+    // A reduce-scatter step's result goes on in the next one, or, finished, as the
+    // allgather's first step.
+    if (rv.forward) send(place, seg.count, rv.reduce && !rv.last_rs ? rs_slot : ag_slot);
+    // This rank's final bytes of a staged segment go out to the tensors.
+    if (e.staged && (rv.last_rs || !rv.reduce)) {
+      for_parts(seg, [&](int i, int64_t from, int64_t at, int64_t c) {
+        std::memcpy(static_cast<uint8_t*>(pieces[i].out) + from * elem, staging + at * elem,
+                    c * elem);
+      });
+      staged_bytes_ += seg.count * elem;
+    }
+  }
+  for (Buffer* b : sends) b->waitSend();
+}
+
+}  // namespace hvd

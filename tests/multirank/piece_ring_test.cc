@@ -1,0 +1,195 @@
+// GlooBackend::AllreducePieces (PieceRing) across 2-4 ranks as threads over Gloo on
+// 127.0.0.1: against a reduction in rank order for every dtype and op, with pieces
+// small (staged), large (in place), empty, spanning several segments and blocks, in
+// place and not; bitwise identical on every rank; large pieces never copied; the
+// finish callback once per element; a peer that never comes is a timeout.
+#include "runtime/transport/gloo/gloo_backend.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <thread>
+
+#include "controller/store/store.h"
+#include "runtime/kernels/reduce_kernels.h"
+#include "tests/test_util.h"
+
+namespace hvd {
+namespace testing {
+namespace {
+
+using ::testing::HasSubstr;
+using std::chrono::milliseconds;
+
+// Tiny segments and a low in-place threshold, so a few hundred elements take many
+// segments, several extents per block and both kinds of piece.
+PieceRingOptions SmallRing() {
+  PieceRingOptions o;
+  o.segment_bytes = 96;
+  o.direct_min_bytes = 40;
+  o.max_scratch_bytes = 3 * 96;  // three receives ahead
+  return o;
+}
+
+void RunGloo(int size, const PieceRingOptions& ring,
+             const std::function<void(int, GlooBackend&)>& fn,
+             milliseconds timeout = milliseconds(10000)) {
+  auto store = NewInMemoryStore();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      std::shared_ptr<gloo::transport::Device> device;
+      std::shared_ptr<gloo::Context> context;
+      Status s = CreateGlooDevice("127.0.0.1", "", &device);
+      if (s.ok()) s = ConnectGlooContext(store, device, r, size, timeout, &context);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      GlooBackend b(context, ring);
+      fn(r, b);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+std::vector<uint8_t> Input(int rank, int64_t count, DataType t, uint32_t seed) {
+  return Encode(RankData(rank, count, seed), t);
+}
+
+std::vector<uint8_t> Reference(int size, int64_t count, DataType t, ReduceOp op, uint32_t seed) {
+  std::vector<uint8_t> out = Input(0, count, t, seed);
+  const ReduceFn fn = GetReduceFn(t, op);
+  for (int r = 1; r < size; ++r) {
+    const auto in = Input(r, count, t, seed);
+    fn(out.data(), out.data(), in.data(), static_cast<size_t>(count));
+  }
+  return out;
+}
+
+const DataType kTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+                           DataType::kBFloat16, DataType::kInt8,   DataType::kUInt8,
+                           DataType::kInt32,   DataType::kInt64,  DataType::kInt16};
+const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                         ReduceOp::kProduct};
+
+class PieceRingTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(PieceRingTest, EqualsTheReductionOfEachPiece) {
+  const int size = GetParam();
+  // Small runs, zeros, pieces over the in-place threshold and over several segments.
+  const std::vector<int64_t> counts = {0, 5, 3, 0, 1, 40, 7, 2, 0, 130, 9, 11, 1, 64, 0, 3};
+  std::vector<std::vector<std::vector<uint8_t>>> results(size);
+  RunGloo(size, SmallRing(), [&](int rank, GlooBackend& b) {
+    ASSERT_TRUE(b.SupportsPieces());
+    uint32_t seed = 100;
+    for (DataType t : kTypes) {
+      for (ReduceOp op : kOps) {
+        std::vector<std::vector<uint8_t>> ins, outs;
+        for (size_t i = 0; i < counts.size(); ++i) {
+          ins.push_back(Input(rank, counts[i], t, seed + i));
+          outs.emplace_back(ins.back().size(), 0xee);
+        }
+        std::vector<AllreducePiece> pieces;
+        for (size_t i = 0; i < counts.size(); ++i)  // every other piece in place
+          pieces.push_back({ins[i].data(), i % 2 ? ins[i].data() : outs[i].data(), counts[i]});
+        int64_t finished = 0;
+        const Status s = b.AllreducePieces(pieces, t, op, [&](void* out, int64_t n) {
+          ScaledCopy(t, out, out, n, 2.0);
+          finished += n;
+        });
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        // Each element is finished once, on the rank that owns its block.
+        int64_t total = 0;
+        for (int64_t c : counts) total += c;
+        EXPECT_GT(finished, 0);
+        EXPECT_LT(finished, total);
+        for (size_t i = 0; i < counts.size(); ++i) {
+          auto expect = Reference(size, counts[i], t, op, seed + i);
+          ScaledCopy(t, expect.data(), expect.data(), counts[i], 2.0);
+          const auto& got = i % 2 ? ins[i] : outs[i];
+          EXPECT_EQ(got, expect) << "rank " << rank << " " << DataTypeName(t) << " "
+                                 << ReduceOpName(op) << " piece " << i;
+          if (t == DataType::kFloat32 && op == ReduceOp::kSum) results[rank].push_back(got);
+        }
+        seed += 50;
+      }
+    }
+  });
+  for (int r = 1; r < size; ++r) EXPECT_EQ(results[r], results[0]) << "rank " << r;
+}
+
+// The finish callback's elements over all ranks add up to the whole buffer.
+TEST_P(PieceRingTest, EveryElementIsFinishedOnceAcrossTheRanks) {
+  const int size = GetParam();
+  std::atomic<int64_t> finished{0};
+  RunGloo(size, SmallRing(), [&](int rank, GlooBackend& b) {
+    std::vector<float> a(300, 1.0f), c(7, 1.0f), d(50, 1.0f);
+    std::vector<AllreducePiece> pieces = {{a.data(), a.data(), 300}, {c.data(), c.data(), 7},
+                                          {d.data(), d.data(), 50}};
+    const Status s = b.AllreducePieces(pieces, DataType::kFloat32, ReduceOp::kSum,
+                                       [&](void*, int64_t n) { finished += n; });
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(a[299], static_cast<float>(size)) << "rank " << rank;
+  });
+  EXPECT_EQ(finished.load(), 357);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, PieceRingTest, ::testing::Values(2, 3, 4));
+
+TEST(PieceRing, LargePiecesAreReducedInPlaceWithoutCopies) {
+  PieceRingOptions ring;  // the defaults: 1 MiB segments, 64 KiB in place
+  RunGloo(2, ring, [&](int rank, GlooBackend& b) {
+    const int64_t big = 300000;  // 1.2 MB: several segments, split between the blocks
+    std::vector<float> x(big), y(big), small(100);
+    for (int64_t i = 0; i < big; ++i) x[i] = static_cast<float>((i % 17) + rank);
+    for (auto& v : small) v = static_cast<float>(rank + 1);
+    std::vector<AllreducePiece> pieces = {{x.data(), y.data(), big}};
+    ASSERT_TRUE(b.AllreducePieces(pieces, DataType::kFloat32, ReduceOp::kSum, nullptr).ok());
+    EXPECT_EQ(b.staged_bytes(), 0);
+    for (int64_t i = 0; i < big; i += 997) ASSERT_EQ(y[i], 2.0f * (i % 17) + 1) << i;
+    // A small tensor alone (between large ones, or one buffer) is a message of its
+    // own, not copied either.
+    pieces = {{x.data(), x.data(), big}, {small.data(), small.data(), 100}, {y.data(), y.data(), big}};
+    ASSERT_TRUE(b.AllreducePieces(pieces, DataType::kFloat32, ReduceOp::kSum, nullptr).ok());
+    EXPECT_EQ(b.staged_bytes(), 0);
+    EXPECT_EQ(small[99], 3.0f);
+    ASSERT_TRUE(b.Allreduce(small.data(), 100, DataType::kFloat32, ReduceOp::kSum).ok());
+    EXPECT_EQ(b.staged_bytes(), 0);
+    EXPECT_EQ(small[0], 6.0f);
+    // Two small ones side by side go through the staging area, and only their bytes
+    // (in, reduced or out, at most twice each).
+    std::vector<float> other(50, 1.0f);
+    pieces = {{x.data(), x.data(), big}, {small.data(), small.data(), 100},
+              {other.data(), other.data(), 50}};
+    ASSERT_TRUE(b.AllreducePieces(pieces, DataType::kFloat32, ReduceOp::kSum, nullptr).ok());
+    EXPECT_GT(b.staged_bytes(), 0);
+    EXPECT_LE(b.staged_bytes(), 2 * 150 * 4);
+    EXPECT_EQ(small[99], 12.0f);
+    EXPECT_EQ(other[49], 2.0f);
+    EXPECT_EQ(x[big - 1], 4.0f * ((big - 1) % 17) + 2);
+  });
+}
+
+TEST(PieceRing, APeerThatNeverComesIsATimeout) {
+  RunGloo(
+      2, SmallRing(),
+      [&](int rank, GlooBackend& b) {
+        if (rank == 1) {
+          std::this_thread::sleep_for(milliseconds(1500));  // never calls, then leaves
+          return;
+        }
+        std::vector<float> a(100, 1.0f);
+        std::vector<AllreducePiece> pieces = {{a.data(), a.data(), 100}};
+        const Status s = b.AllreducePieces(pieces, DataType::kFloat32, ReduceOp::kSum, nullptr);
+        EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
+        EXPECT_THAT(s.message(), HasSubstr("allreduce"));
+        // The backend is broken afterwards and says why.
+        EXPECT_EQ(b.AllreducePieces(pieces, DataType::kFloat32, ReduceOp::kSum, nullptr).code(),
+                  StatusCode::kTimeout);
+      },
+      milliseconds(500));
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace hvd
