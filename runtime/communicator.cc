@@ -103,12 +103,6 @@ Status CommunicatorFactory::Connect(int id, const std::vector<int>& ranks,
   if (options_.rank == 0) InstallHooks(comm.get(), &copts, &on_phase);
   comm->controller = std::make_unique<Controller>(std::move(plane.channel), copts);
   comm->executor = std::make_unique<Executor>(comm->backend.get(), std::move(on_phase));
-  // Only across hosts, where the copies can hide behind the wire: on one host the
-  // pipeline's thread only takes CPU from the collective (ResNet-50 over Gloo on
-  // loopback, 2 cores: ~15% slower).
-  const bool spans_hosts =
-      hosts_.empty() ? options_.cross_size > 1 : hopts.placement.hosts() > 1;
-  comm->executor->SetPipelineChunk(spans_hosts ? options_.fusion_chunk : 0);
   // Device tensors: the DeviceOps is made on this set's first device response, so
   // CPU-only jobs never touch CUDA (see runtime/data/device_ops.h).
   DeviceOpsOptions dopts;

@@ -202,7 +202,6 @@ Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
   if (found) o.cycle_time = std::chrono::microseconds(std::llround(cycle_ms * 1000));
   HVD_RETURN_IF_ERROR(
       ParseInt(env, {"HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD"}, 0, &o.fusion_threshold));
-  HVD_RETURN_IF_ERROR(ParseInt(env, {"HVD_FUSION_CHUNK"}, 0, &o.fusion_chunk));
   HVD_RETURN_IF_ERROR(ParseIntIn(env, {"HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY"}, 0,
                                  RuntimeOptions::kMaxCacheCapacity, &o.cache_capacity));
 

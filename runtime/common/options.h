@@ -43,10 +43,6 @@ struct RuntimeOptions {
   // --- Coordination and fusion.
   std::chrono::microseconds cycle_time{1000};  // HVD_CYCLE_TIME (ms, fractional allowed), HOROVOD_CYCLE_TIME
   int64_t fusion_threshold = 128 << 20;        // HVD_FUSION_THRESHOLD (bytes; 0 disables), HOROVOD_FUSION_THRESHOLD
-  // HVD_FUSION_CHUNK (bytes; 0 disables): a fused all-reduce over Gloo in a set that
-  // spans hosts, larger than two chunks, runs chunk by chunk, its packing and
-  // unpacking overlapping the collective (Executor::AllreducePipelined).
-  int64_t fusion_chunk = 4 << 20;
   // HVD_CACHE_CAPACITY (0 disables), HOROVOD_CACHE_CAPACITY: entries, at most
   // kMaxCacheCapacity (each holds a request and a response, a few hundred bytes,
   // allocated up front).

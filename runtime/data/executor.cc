@@ -89,14 +89,11 @@ Status Executor::Allreduce(const Response& r, const std::vector<TensorEntry*>& e
   // AVERAGE divides by the set's size, joined ranks included (they contribute
   // zeros), as Horovod and torch's Join do.
   const int64_t divisor = backend_->size();
-  // The choice depends only on the response, never on this rank's entries: a
+  // The choice depends only on the backend, never on this rank's entries: a
   // backend's piecewise and one-buffer all-reduces may differ on the wire.
-  if (backend_->SupportsPieces() && r.prescale_factor == 1.0)
-    return AllreducePieces(r, entries, divisor);
+  if (backend_->SupportsPieces()) return AllreducePieces(r, entries, divisor);
   // A lone tensor present on this rank is reduced in its own output buffer.
   const bool direct = n == 1 && entries[0] != nullptr;
-  if (!direct && pipeline_chunk_ > 0 && total * int64_t(elem) > 2 * pipeline_chunk_)
-    return AllreducePipelined(r, entries, total, divisor);
 
   Mark(r, Phase::kCopyIn, true);
   uint8_t* buf = direct ? static_cast<uint8_t*>(entries[0]->output) : fusion_.Get(total * elem);
@@ -135,74 +132,6 @@ Status Executor::Allreduce(const Response& r, const std::vector<TensorEntry*>& e
   return Status::OK();
 }
 
-// The fused buffer in chunks of about pipeline_chunk_ bytes: chunk c is all-reduced
-// on this thread while the pipeline's thread unpacks chunk c-1 and packs chunk c+1
-// (disjoint parts of the buffer, and of each tensor). A tensor may span chunks; each
-// copy handles the part of it inside its chunk. Every rank chunks alike (the sizes
-// are the response's), so the collectives match. Works complete together at the end.
-Status Executor::AllreducePipelined(const Response& r, const std::vector<TensorEntry*>& entries,
-                                    int64_t total, int64_t divisor) {
-  const DataType dtype = r.dtype;
-  const ReduceOp op = r.reduce_op;
-  const size_t elem = DataTypeSize(dtype);
-  const int n = static_cast<int>(r.names.size());
-  uint8_t* buf = fusion_.Get(total * elem);
-  const int64_t chunk = std::max<int64_t>(1, pipeline_chunk_ / int64_t(elem));
-  const int64_t chunks = (total + chunk - 1) / chunk;
-  std::vector<int64_t> start(n + 1, 0);  // tensor i is [start[i], start[i+1]) of the buffer
-  for (int i = 0; i < n; ++i) start[i + 1] = start[i] + r.counts[i];
-  // Calls f(i, from, count) for each tensor's part inside chunk c (element offsets
-  // within tensor i).
-  auto for_parts = [&](int64_t c, auto&& f) {
-    const int64_t lo = c * chunk, hi = std::min(total, lo + chunk);
-    int i = static_cast<int>(std::upper_bound(start.begin(), start.end(), lo) - start.begin()) - 1;
-    for (; i < n && start[i] < hi; ++i) {
-      const int64_t from = std::max(lo, start[i]) - start[i];
-      const int64_t to = std::min(hi, start[i + 1]) - start[i];
-      if (to > from) f(i, from, to - from);
-    }
-  };
-  auto pack = [&](int64_t c) {
-    for_parts(c, [&](int i, int64_t from, int64_t count) {
-      uint8_t* dst = buf + (start[i] + from) * elem;
-      if (entries[i] != nullptr) {
-        ScaledCopy(dtype, dst, static_cast<const uint8_t*>(entries[i]->input) + from * elem, count,
-                   r.prescale_factor);
-      } else {
-        FillIdentity(dtype, op, dst, count);
-      }
-    });
-  };
-  auto unpack = [&](int64_t c) {
-    for_parts(c, [&](int i, int64_t from, int64_t count) {
-      if (entries[i] == nullptr) return;
-      uint8_t* src = buf + (start[i] + from) * elem;
-      if (op == ReduceOp::kAverage) DivideBuffer(dtype, src, count, divisor);
-      ScaledCopy(dtype, static_cast<uint8_t*>(entries[i]->output) + from * elem, src, count,
-                 r.postscale_factor);
-    });
-  };
-  Mark(r, Phase::kCollective, true);
-  pack(0);
-  Status s;
-  for (int64_t c = 0; c < chunks && s.ok(); ++c) {
-    pipeline_.Run([&, c] {
-      if (c > 0) unpack(c - 1);
-      if (c + 1 < chunks) pack(c + 1);
-    });
-    const int64_t lo = c * chunk;
-    s = backend_->Allreduce(buf + lo * elem, std::min(chunk, total - lo), dtype, op);
-    pipeline_.Wait();
-  }
-  if (s.ok()) unpack(chunks - 1);
-  Mark(r, Phase::kCollective, false);
-  if (!s.ok()) return s.Prepend(AllreduceWhat(r));
-  CompletionBatch batch;
-  for (TensorEntry* e : entries)
-    if (e != nullptr) batch.Complete(e->work.get(), Status::OK());
-  return Status::OK();
-}
-
 // Every tensor is read from its input and written to its output by the backend
 // itself, which finishes (averages, post-scales) each stretch as it writes it.
 Status Executor::AllreducePieces(const Response& r, const std::vector<TensorEntry*>& entries,
@@ -219,11 +148,21 @@ Status Executor::AllreducePieces(const Response& r, const std::vector<TensorEntr
     if (entries[i] == nullptr) missing += r.counts[i];
   const size_t elem = DataTypeSize(dtype);
   uint8_t* spare = missing > 0 ? fusion_.Get(missing * elem) : nullptr;
+  // A prescale factor goes into the outputs first, which then are the inputs.
+  const bool prescale = r.prescale_factor != 1.0;
+  if (prescale) {
+    Mark(r, Phase::kCopyIn, true);
+    for (int i = 0; i < n; ++i)
+      if (entries[i] != nullptr)
+        ScaledCopy(dtype, entries[i]->output, entries[i]->input, r.counts[i], r.prescale_factor);
+    Mark(r, Phase::kCopyIn, false);
+  }
   std::vector<AllreducePiece> pieces;
   pieces.reserve(entries.size());
   for (int i = 0; i < n; ++i) {
     if (entries[i] != nullptr) {
-      pieces.push_back({entries[i]->input, entries[i]->output, r.counts[i]});
+      pieces.push_back({prescale ? entries[i]->output : entries[i]->input, entries[i]->output,
+                        r.counts[i]});
     } else {
       FillIdentity(dtype, op, spare, r.counts[i]);
       pieces.push_back({spare, spare, r.counts[i]});

@@ -1,11 +1,14 @@
 // Executor: runs one agreed response on this rank (thin execution; the plan was
 // made by the coordinator).
 //
-// For a fused all-reduce it copies each input into the persistent fusion buffer
-// (applying the prescale factor on the way in), all-reduces the buffer once, and
-// copies each tensor out (dividing for AVERAGE and applying the postscale factor on
-// the way out). A single tensor is reduced in its output buffer directly. Ranks
-// that have joined have no entry and contribute the op's identity.
+// A fused all-reduce goes to the backend as pieces (Backend::AllreducePieces: the
+// CPU backends read each input and write each output themselves, finishing each
+// stretch, dividing for AVERAGE and applying the postscale factor); a prescale
+// factor is applied first, into the outputs, which then serve as inputs. On a
+// backend without pieces it copies each input into the persistent fusion buffer
+// (prescaling on the way in), all-reduces the buffer once and copies each tensor
+// out; a single tensor is reduced in its output buffer directly. Ranks that have
+// joined have no entry and contribute the op's identity.
 //
 // An Adasum all-reduce instead gathers every rank's (prescaled) fused buffer and
 // runs the Adasum tree (runtime/kernels/adasum.h) over it per tensor on every rank, then
@@ -23,7 +26,6 @@
 #include <functional>
 #include <vector>
 
-#include "runtime/data/chunk_pipeline.h"
 #include "runtime/data/response.h"
 #include "runtime/common/backend.h"
 #include "runtime/data/device_ops.h"
@@ -82,19 +84,12 @@ class Executor {
   // Or a DeviceOps made beforehand (tests).
   void SetDeviceOps(std::unique_ptr<DeviceOps> ops) { device_ops_ = std::move(ops); }
 
-  // Fused all-reduces of more than two chunks of `bytes` on a backend without pieces
-  // (Gloo, hierarchical) run chunk by chunk, packing and unpacking on a helper thread
-  // while the collective runs (AllreducePipelined). 0: never (HVD_FUSION_CHUNK).
-  void SetPipelineChunk(int64_t bytes) { pipeline_chunk_ = bytes; }
-
  private:
   Status ExecuteOnDevice(const Response& r, const std::vector<TensorEntry*>& entries);
   Status Allreduce(const Response& r, const std::vector<TensorEntry*>& entries);
   Status AllreducePieces(const Response& r, const std::vector<TensorEntry*>& entries,
                          int64_t contributors);
   Status AllreduceAdasum(const Response& r, const std::vector<TensorEntry*>& entries);
-  Status AllreducePipelined(const Response& r, const std::vector<TensorEntry*>& entries,
-                            int64_t total, int64_t divisor);
   Status Allgather(const Response& r, const std::vector<TensorEntry*>& entries);
   Status Broadcast(const Response& r, const std::vector<TensorEntry*>& entries);
   Status Alltoall(const Response& r, const std::vector<TensorEntry*>& entries);
@@ -114,8 +109,6 @@ class Executor {
   FusionBuffer scratch_;
   DeviceOpsFactory device_factory_;
   std::unique_ptr<DeviceOps> device_ops_;
-  int64_t pipeline_chunk_ = 0;
-  ChunkPipeline pipeline_;
 };
 
 // Completes every present entry with `status`.

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 namespace hvd {
@@ -23,15 +24,12 @@ Status HierarchicalBackend::Check(Status s) {
   return s;
 }
 
-Status HierarchicalBackend::Allreduce(void* buf, int64_t count, DataType dtype, ReduceOp op) {
-  if (!broken_.ok()) return broken_;
-  if (count == 0) return Status::OK();
+template <typename Run>
+Status HierarchicalBackend::OnChosenPath(int64_t bytes, Run&& run) {
   using Path = HierarchyChoice::Path;
-  const int64_t bytes = count * static_cast<int64_t>(DataTypeSize(dtype));
   const Path path = choice_.Next(bytes);
   const auto start = std::chrono::steady_clock::now();
-  HVD_RETURN_IF_ERROR(path == Path::kFlat ? Check(flat_->Allreduce(buf, count, dtype, op))
-                                          : HierarchicalAllreduce(buf, count, dtype, op));
+  HVD_RETURN_IF_ERROR(run(path == Path::kFlat));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   double medians[2];
@@ -48,6 +46,43 @@ Status HierarchicalBackend::Allreduce(void* buf, int64_t count, DataType dtype, 
                  chosen == Path::kFlat ? "flat" : "hierarchical");
   }
   return Status::OK();
+}
+
+Status HierarchicalBackend::Allreduce(void* buf, int64_t count, DataType dtype, ReduceOp op) {
+  if (!broken_.ok()) return broken_;
+  if (count == 0) return Status::OK();
+  return OnChosenPath(count * static_cast<int64_t>(DataTypeSize(dtype)), [&](bool flat) {
+    return flat ? Check(flat_->Allreduce(buf, count, dtype, op))
+                : HierarchicalAllreduce(buf, count, dtype, op);
+  });
+}
+
+Status HierarchicalBackend::AllreducePieces(const std::vector<AllreducePiece>& pieces,
+                                            DataType dtype, ReduceOp op, const FinishFn& finish) {
+  if (!broken_.ok()) return broken_;
+  const int64_t elem = static_cast<int64_t>(DataTypeSize(dtype));
+  int64_t count = 0;
+  for (const auto& p : pieces) count += p.count;
+  if (count == 0) return Status::OK();
+  return OnChosenPath(count * elem, [&](bool flat) {
+    if (flat && flat_->SupportsPieces()) return Check(flat_->AllreducePieces(pieces, dtype, op, finish));
+    if (static_cast<int64_t>(packed_.size()) < count * elem) packed_.resize(count * elem);
+    uint8_t* at = packed_.data();
+    for (const auto& p : pieces) {
+      if (p.count > 0) std::memcpy(at, p.in, p.count * elem);
+      at += p.count * elem;
+    }
+    HVD_RETURN_IF_ERROR(flat ? Check(flat_->Allreduce(packed_.data(), count, dtype, op))
+                             : HierarchicalAllreduce(packed_.data(), count, dtype, op));
+    at = packed_.data();
+    for (const auto& p : pieces) {
+      if (p.count == 0) continue;
+      std::memcpy(p.out, at, p.count * elem);
+      if (finish) finish(p.out, p.count);
+      at += p.count * elem;
+    }
+    return Status::OK();
+  });
 }
 
 Status HierarchicalBackend::HierarchicalAllreduce(void* buf, int64_t count, DataType dtype,

@@ -47,6 +47,11 @@ class HierarchicalBackend : public Backend {
   int size() const override { return flat_->size(); }
 
   Status Allreduce(void* buf, int64_t count, DataType dtype, ReduceOp op) override;
+  // Flat: the flat backend's own piecewise all-reduce (no copies where it has one);
+  // hierarchical: the pieces packed into one buffer and back.
+  bool SupportsPieces() const override { return true; }
+  Status AllreducePieces(const std::vector<AllreducePiece>& pieces, DataType dtype, ReduceOp op,
+                         const FinishFn& finish) override;
   Status Allgatherv(const void* in, void* out, const std::vector<int64_t>& bytes_per_rank) override;
   Status Broadcast(void* buf, int64_t bytes, int root) override;
   Status Alltoallv(const void* in, const std::vector<int64_t>& send_bytes, void* out,
@@ -61,11 +66,15 @@ class HierarchicalBackend : public Backend {
 
  private:
   Status Check(Status s);
+  // Runs `run` on the path chosen for `bytes` and records its time (see HierarchyChoice).
+  template <typename Run>
+  Status OnChosenPath(int64_t bytes, Run&& run);
   Status HierarchicalAllreduce(void* buf, int64_t count, DataType dtype, ReduceOp op);
 
   std::unique_ptr<Backend> local_, cross_, flat_;
   HierarchyChoice choice_;
   std::vector<uint8_t> scratch_;  // this rank's shard
+  std::vector<uint8_t> packed_;   // pieces laid end to end, for the hierarchical path
   Status broken_;
 };
 

@@ -197,15 +197,46 @@ TEST_P(AllreduceSweep, TinyFusionThresholdSplitsIntoManyBuffers) {
   EXPECT_LT(unsplit.responses, stats.responses) << "a large threshold should fuse more";
 }
 
-// Over Gloo, fused buffers of more than two 2 KiB chunks run chunk by chunk with
-// the packing on another thread (Executor::AllreducePipelined): tensors span chunks,
-// and every result is still exact.
-TEST_P(AllreduceSweep, PipelinedChunksOverGlooAreExact) {
-  RunCases(GetParam(), AllCases({17, 1031}), 128 << 20, [](RuntimeOptions& o) {
-    o.cpu_operations = "gloo";
-    o.fusion_chunk = 2048;
-    o.cross_size = 2;  // the set "spans hosts": the pipeline is only used there
-    o.cross_rank = o.rank % 2;
+// Fused tensors with a prescale factor: scaled into their outputs first, which the
+// backend then reduces in place (Executor::AllreducePieces); postscaled per stretch.
+TEST_P(AllreduceSweep, PrescaledFusedTensorsAreExact) {
+  const int size = GetParam();
+  const DataType types[] = {DataType::kFloat32, DataType::kFloat64, DataType::kInt32,
+                            DataType::kInt64};
+  RunRanks(size, [&](int rank, Runtime& rt) {
+    std::vector<std::vector<uint8_t>> ins, outs;
+    std::vector<std::shared_ptr<Work>> works;
+    std::vector<std::string> names;
+    std::vector<std::vector<double>> expect;
+    int i = 0;
+    for (DataType t : types)
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax})
+        for (int64_t count : {int64_t{17}, int64_t{1031}})
+          for (bool in_place : {false, true}) {
+            ins.push_back(Encode(InputFor(rank, count, t, op, 500 + i), t));
+            outs.emplace_back(ins.back().size(), 0xAB);
+            expect.push_back(Reference(size, count, t, op, 500 + i));
+            for (double& v : expect.back()) v *= 6.0;
+            AllreduceArgs a;
+            a.name = "scaled." + std::to_string(i++);
+            a.input = ins.back().data();
+            a.output = in_place ? ins.back().data() : outs.back().data();
+            a.count = count;
+            a.dtype = t;
+            a.op = op;
+            a.prescale_factor = 2.0;
+            a.postscale_factor = 3.0;
+            works.emplace_back();
+            names.push_back(a.name + (in_place ? " in place" : ""));
+            ASSERT_TRUE(rt.Allreduce(a, &works.back()).ok());
+          }
+    i = 0;
+    for (DataType t : types)
+      for (int k = 0; k < 8; ++k, ++i) {
+        ASSERT_TRUE(works[i]->Wait(std::chrono::milliseconds(60000)).ok()) << names[i];
+        const auto& got = (i % 2) ? ins[i] : outs[i];
+        ExpectMatches(Decode(got, t), expect[i], t, "rank " + std::to_string(rank) + " " + names[i]);
+      }
   });
 }
 

@@ -129,7 +129,19 @@ class FakeBackend : public Backend {
   }
   Status Barrier() override { return Status::OK(); }
   void Abort(const Status&) override {}
+  bool SupportsPieces() const override { return pieces_supported; }
+  Status AllreducePieces(const std::vector<AllreducePiece>& pieces, DataType dtype, ReduceOp,
+                         const FinishFn& finish) override {
+    ++piece_calls;
+    for (const auto& p : pieces) {
+      std::memmove(p.out, p.in, static_cast<size_t>(p.count) * DataTypeSize(dtype));
+      if (finish) finish(p.out, p.count);
+    }
+    return Status::OK();
+  }
 
+  bool pieces_supported = false;
+  int piece_calls = 0;
   int allreduces = 0, agreements = 0;
   std::chrono::milliseconds delay{0};
   std::function<void(double*)> others;
@@ -188,6 +200,32 @@ TEST(HierarchicalBackendChoice, ForcedFlatNeverRunsTheHierarchy) {
   for (int i = 0; i < 12; ++i) ASSERT_TRUE(forced.Run(1000).ok());
   EXPECT_EQ(forced.cross->allreduces, 12);
   EXPECT_EQ(forced.flat->allreduces, 0);
+}
+
+// Pieces: on the flat path the flat backend's own piecewise all-reduce (no copies);
+// on the hierarchical path packed into one buffer, and every piece written back and
+// finished; a flat backend without pieces gets the packed buffer too.
+TEST(HierarchicalBackendChoice, PiecesRunOnTheChosenPath) {
+  for (Mode mode : {Mode::kFlat, Mode::kHierarchical}) {
+    for (bool flat_has_pieces : {true, false}) {
+      Hierarchy h(mode);
+      h.flat->pieces_supported = flat_has_pieces;
+      std::vector<float> a = {1, 2, 3}, b = {4, 5}, out(3, 0.0f);
+      std::vector<AllreducePiece> pieces = {{a.data(), out.data(), 3}, {b.data(), b.data(), 2}};
+      int64_t finished = 0;
+      ASSERT_TRUE(h.backend
+                      ->AllreducePieces(pieces, DataType::kFloat32, ReduceOp::kSum,
+                                        [&](void*, int64_t n) { finished += n; })
+                      .ok());
+      EXPECT_EQ(out, (std::vector<float>{1, 2, 3}));
+      EXPECT_EQ(b, (std::vector<float>{4, 5}));
+      EXPECT_EQ(finished, 5);
+      const bool flat = mode == Mode::kFlat;
+      EXPECT_EQ(h.flat->piece_calls, flat && flat_has_pieces ? 1 : 0);
+      EXPECT_EQ(h.flat->allreduces, flat && !flat_has_pieces ? 1 : 0);
+      EXPECT_EQ(h.cross->allreduces, flat ? 0 : 1);
+    }
+  }
 }
 
 }  // namespace
