@@ -4,8 +4,10 @@ per rank); it rendezvouses through torch's own TCP store on rank 0's host.
 
     dprun -np 2 -H a:1,b:1 python3 bench/torch_gloo_peer.py --elements N --master ADDR:PORT
 
-Prints, on rank 0, "torch_gloo <elements> <median ms>" (the slowest rank's time per step
-is the same for a ring: every rank finishes within one message of the others).
+Prints, on rank 0, "torch_gloo <elements> <median ms>": the median over steps of the
+slowest rank's time, as allreduce_bench (bench/harness.h) times every peer. Each rank
+times from its own exit of the barrier, so rank 0's clock alone can miss the time a
+later rank still needs (up to one message at 4 MB and 1 Gbit/s).
 """
 import argparse
 import os
@@ -36,8 +38,11 @@ def main():
         dist.all_reduce(buf)
         if i >= a.warmup:
             times.append(time.perf_counter() - t)
+    slowest = torch.tensor(times, dtype=torch.float64)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
     if rank == 0:
-        print("torch_gloo %d %.3f" % (a.elements, statistics.median(times) * 1000), flush=True)
+        print("torch_gloo %d %.3f" % (a.elements, statistics.median(slowest.tolist()) * 1000),
+              flush=True)
     dist.destroy_process_group()
 
 
