@@ -73,6 +73,21 @@ std::vector<double> RankData(int rank, int64_t count, uint32_t seed) {
   return v;
 }
 
+std::vector<uint8_t> RankInput(int rank, int64_t count, DataType dtype, uint32_t seed) {
+  return Encode(RankData(rank, count, seed), dtype);
+}
+
+std::vector<uint8_t> RankOrderReduction(int size, int64_t count, DataType dtype, ReduceOp op,
+                                        uint32_t seed) {
+  std::vector<uint8_t> out = RankInput(0, count, dtype, seed);
+  const ReduceFn fn = GetReduceFn(dtype, op);
+  for (int r = 1; r < size; ++r) {
+    const auto in = RankInput(r, count, dtype, seed);
+    fn(out.data(), out.data(), in.data(), static_cast<size_t>(count));
+  }
+  return out;
+}
+
 std::vector<uint8_t> Encode(const std::vector<double>& v, DataType dtype) {
   const size_t elem = DataTypeSize(dtype);
   std::vector<uint8_t> out(v.size() * elem);

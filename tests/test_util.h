@@ -34,6 +34,11 @@ Status AllreduceSync(Runtime& rt, const std::string& name, const void* in, void*
 // Deterministic per-rank test data as doubles, small integers so every op and
 // dtype has an exact (or near-exact) reference.
 std::vector<double> RankData(int rank, int64_t count, uint32_t seed);
+// RankData as `dtype` elements, and the reduction of every rank's of them in rank
+// order with the shared kernels (the reference for a backend's all-reduce).
+std::vector<uint8_t> RankInput(int rank, int64_t count, DataType dtype, uint32_t seed);
+std::vector<uint8_t> RankOrderReduction(int size, int64_t count, DataType dtype, ReduceOp op,
+                                        uint32_t seed);
 
 // Encodes doubles as `dtype` elements, and back.
 std::vector<uint8_t> Encode(const std::vector<double>& v, DataType dtype);

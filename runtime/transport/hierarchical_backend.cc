@@ -1,5 +1,6 @@
 #include "runtime/transport/hierarchical_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -67,20 +68,53 @@ Status HierarchicalBackend::AllreducePieces(const std::vector<AllreducePiece>& p
   return OnChosenPath(count * elem, [&](bool flat) {
     if (flat && flat_->SupportsPieces()) return Check(flat_->AllreducePieces(pieces, dtype, op, finish));
     if (static_cast<int64_t>(packed_.size()) < count * elem) packed_.resize(count * elem);
-    uint8_t* at = packed_.data();
-    for (const auto& p : pieces) {
-      if (p.count > 0) std::memcpy(at, p.in, p.count * elem);
-      at += p.count * elem;
+    uint8_t* const packed = packed_.data();
+    // Copies the elements [lo, hi) of the pieces laid end to end into the packed
+    // buffer, or back out to the pieces (finishing them).
+    auto copy = [&](int64_t lo, int64_t hi, bool in) {
+      int64_t start = 0;
+      for (const auto& p : pieces) {
+        const int64_t from = std::max(lo, start), to = std::min(hi, start + p.count);
+        if (to > from) {
+          uint8_t* at = packed + from * elem;
+          const int64_t off = (from - start) * elem;
+          if (in) {
+            std::memcpy(at, static_cast<const uint8_t*>(p.in) + off, (to - from) * elem);
+          } else {
+            std::memcpy(static_cast<uint8_t*>(p.out) + off, at, (to - from) * elem);
+            if (finish) finish(static_cast<uint8_t*>(p.out) + off, to - from);
+          }
+        }
+        start += p.count;
+        if (start >= hi) break;
+      }
+    };
+    auto reduce = [&](int64_t lo, int64_t n) {
+      return flat ? Check(flat_->Allreduce(packed + lo * elem, n, dtype, op))
+                  : HierarchicalAllreduce(packed + lo * elem, n, dtype, op);
+    };
+    // Every rank cuts the same chunks (the counts are the same everywhere).
+    const int64_t chunk = std::max<int64_t>(1, kPipelineChunk / elem);
+    const int64_t chunks = (count + chunk - 1) / chunk;
+    if (chunks <= 2) {
+      copy(0, count, true);
+      HVD_RETURN_IF_ERROR(reduce(0, count));
+      copy(0, count, false);
+      return Status::OK();
     }
-    HVD_RETURN_IF_ERROR(flat ? Check(flat_->Allreduce(packed_.data(), count, dtype, op))
-                             : HierarchicalAllreduce(packed_.data(), count, dtype, op));
-    at = packed_.data();
-    for (const auto& p : pieces) {
-      if (p.count == 0) continue;
-      std::memcpy(p.out, at, p.count * elem);
-      if (finish) finish(p.out, p.count);
-      at += p.count * elem;
+    auto bounds = [&](int64_t c) { return std::make_pair(c * chunk, std::min(count, (c + 1) * chunk)); };
+    copy(bounds(0).first, bounds(0).second, true);
+    Status s;
+    for (int64_t c = 0; c < chunks && s.ok(); ++c) {
+      pipeline_.Run([&, c] {
+        if (c > 0) copy(bounds(c - 1).first, bounds(c - 1).second, false);
+        if (c + 1 < chunks) copy(bounds(c + 1).first, bounds(c + 1).second, true);
+      });
+      s = reduce(bounds(c).first, bounds(c).second - bounds(c).first);
+      pipeline_.Wait();
     }
+    HVD_RETURN_IF_ERROR(s);
+    copy(bounds(chunks - 1).first, bounds(chunks - 1).second, false);
     return Status::OK();
   });
 }

@@ -52,20 +52,6 @@ void RunGloo(int size, const PieceRingOptions& ring,
   for (auto& t : threads) t.join();
 }
 
-std::vector<uint8_t> Input(int rank, int64_t count, DataType t, uint32_t seed) {
-  return Encode(RankData(rank, count, seed), t);
-}
-
-std::vector<uint8_t> Reference(int size, int64_t count, DataType t, ReduceOp op, uint32_t seed) {
-  std::vector<uint8_t> out = Input(0, count, t, seed);
-  const ReduceFn fn = GetReduceFn(t, op);
-  for (int r = 1; r < size; ++r) {
-    const auto in = Input(r, count, t, seed);
-    fn(out.data(), out.data(), in.data(), static_cast<size_t>(count));
-  }
-  return out;
-}
-
 const DataType kTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
                            DataType::kBFloat16, DataType::kInt8,   DataType::kUInt8,
                            DataType::kInt32,   DataType::kInt64,  DataType::kInt16};
@@ -86,7 +72,7 @@ TEST_P(PieceRingTest, EqualsTheReductionOfEachPiece) {
       for (ReduceOp op : kOps) {
         std::vector<std::vector<uint8_t>> ins, outs;
         for (size_t i = 0; i < counts.size(); ++i) {
-          ins.push_back(Input(rank, counts[i], t, seed + i));
+          ins.push_back(RankInput(rank, counts[i], t, seed + i));
           outs.emplace_back(ins.back().size(), 0xee);
         }
         std::vector<AllreducePiece> pieces;
@@ -104,7 +90,7 @@ TEST_P(PieceRingTest, EqualsTheReductionOfEachPiece) {
         EXPECT_GT(finished, 0);
         EXPECT_LT(finished, total);
         for (size_t i = 0; i < counts.size(); ++i) {
-          auto expect = Reference(size, counts[i], t, op, seed + i);
+          auto expect = RankOrderReduction(size, counts[i], t, op, seed + i);
           ScaledCopy(t, expect.data(), expect.data(), counts[i], 2.0);
           const auto& got = i % 2 ? ins[i] : outs[i];
           EXPECT_EQ(got, expect) << "rank " << rank << " " << DataTypeName(t) << " "

@@ -88,19 +88,12 @@ uint8_t Pattern(int a, int b, int64_t i, uint32_t seed) {
 }
 
 std::vector<uint8_t> Input(int rank, int64_t count, DataType t, uint32_t seed) {
-  return Encode(RankData(rank, count, seed), t);
+  return RankInput(rank, count, t, seed);
 }
 
-// The reduction of every rank's input in rank order, with the shared kernels.
 std::vector<uint8_t> ReduceReference(int size, int64_t count, DataType t, ReduceOp op,
                                      uint32_t seed) {
-  std::vector<uint8_t> out = Input(0, count, t, seed);
-  const ReduceFn fn = GetReduceFn(t, op);
-  for (int r = 1; r < size; ++r) {
-    const auto in = Input(r, count, t, seed);
-    fn(out.data(), out.data(), in.data(), static_cast<size_t>(count));
-  }
-  return out;
+  return RankOrderReduction(size, count, t, op, seed);
 }
 
 // Each Check* runs one collective on every rank and returns "" or what went wrong.

@@ -228,5 +228,32 @@ TEST(HierarchicalBackendChoice, PiecesRunOnTheChosenPath) {
   }
 }
 
+// Past two chunks the hierarchical path packs and unpacks chunk by chunk on the
+// pipeline's thread: pieces that span chunks come back whole and finished once.
+TEST(HierarchicalBackendChoice, ChunkedPiecesComeBackWhole) {
+  Hierarchy h(Mode::kHierarchical);
+  const int64_t chunk = HierarchicalBackend::kPipelineChunk / 4;
+  const std::vector<int64_t> counts = {5, chunk - 3, 2 * chunk + 7, 0, 11, chunk / 2};
+  std::vector<std::vector<float>> ins, outs;
+  std::vector<AllreducePiece> pieces;
+  float v = 0;
+  for (int64_t n : counts) {
+    ins.emplace_back(n);
+    for (auto& x : ins.back()) x = v++;
+    outs.emplace_back(n, -1.0f);
+  }
+  for (size_t i = 0; i < counts.size(); ++i)
+    pieces.push_back({ins[i].data(), outs[i].data(), counts[i]});
+  int64_t finished = 0, total = 0;
+  for (int64_t n : counts) total += n;
+  ASSERT_TRUE(h.backend
+                  ->AllreducePieces(pieces, DataType::kFloat32, ReduceOp::kSum,
+                                    [&](void*, int64_t n) { finished += n; })
+                  .ok());
+  EXPECT_EQ(finished, total);
+  EXPECT_GT(h.cross->allreduces, 2);  // chunk by chunk
+  for (size_t i = 0; i < counts.size(); ++i) EXPECT_EQ(outs[i], ins[i]) << "piece " << i;
+}
+
 }  // namespace
 }  // namespace hvd
