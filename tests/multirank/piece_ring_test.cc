@@ -135,7 +135,9 @@ TEST(PieceRing, LargePiecesAreReducedInPlaceWithoutCopies) {
     for (int64_t i = 0; i < big; i += 997) ASSERT_EQ(y[i], 2.0f * (i % 17) + 1) << i;
     // A small tensor alone (between large ones, or one buffer) is a message of its
     // own, not copied either.
-    pieces = {{x.data(), x.data(), big}, {small.data(), small.data(), 100}, {y.data(), y.data(), big}};
+    pieces = {{x.data(), x.data(), big},
+              {small.data(), small.data(), 100},
+              {y.data(), y.data(), big}};
     ASSERT_TRUE(b.AllreducePieces(pieces, DataType::kFloat32, ReduceOp::kSum, nullptr).ok());
     EXPECT_EQ(b.staged_bytes(), 0);
     EXPECT_EQ(small[99], 3.0f);

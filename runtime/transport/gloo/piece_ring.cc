@@ -17,8 +17,8 @@ using Buffer = gloo::transport::UnboundBuffer;
 // (direct), or a run of small pieces that share a stretch of the staging area.
 struct Extent {
   bool staged;
-  int first, last;    // pieces [first, last]; direct: first == last
-  int64_t start;      // logical element offset
+  int first, last;  // pieces [first, last]; direct: first == last
+  int64_t start;    // logical element offset
   int64_t count;
   int64_t stage_off;  // staged: element offset in the staging area
 };
@@ -32,10 +32,10 @@ struct Segment {
 // One receive from the previous rank, in the order they arrive.
 struct Receive {
   const Segment* seg;
-  bool reduce;     // reduce-scatter (into scratch, then reduced); else allgather
-  bool last_rs;    // the final reduce-scatter step: this rank's block, finished here
-  bool forward;    // sent on to the next rank once processed
-  int64_t scratch; // reduce-scatter: byte offset of its scratch slot
+  bool reduce;      // reduce-scatter (into scratch, then reduced); else allgather
+  bool last_rs;     // the final reduce-scatter step: this rank's block, finished here
+  bool forward;     // sent on to the next rank once processed
+  int64_t scratch;  // reduce-scatter: byte offset of its scratch slot
 };
 
 }  // namespace
@@ -61,7 +61,9 @@ void PieceRing::Run(const std::vector<AllreducePiece>& pieces, DataType dtype, R
   // Extents, in logical order. A small piece is staged only among other small ones:
   // alone (one buffer, or between large pieces) it is a message of its own anyway.
   const int64_t direct_min = std::max<int64_t>(1, options_.direct_min_bytes / elem);
-  auto small = [&](int i) { return i >= 0 && i < n && pieces[i].count > 0 && pieces[i].count < direct_min; };
+  auto small = [&](int i) {
+    return i >= 0 && i < n && pieces[i].count > 0 && pieces[i].count < direct_min;
+  };
   std::vector<Extent> extents;
   int64_t staged = 0;
   int prev_nonempty = -1;
@@ -100,7 +102,9 @@ void PieceRing::Run(const std::vector<AllreducePiece>& pieces, DataType dtype, R
       pos = end;
     }
   }
-  auto block = [&](int b) -> const std::vector<Segment>& { return blocks[((b % size) + size) % size]; };
+  auto block = [&](int b) -> const std::vector<Segment>& {
+    return blocks[((b % size) + size) % size];
+  };
 
   // What arrives from the previous rank, in order: reduce-scatter steps 0..size-2
   // (blocks rank-1, rank-2, ..., rank+1), then allgather steps (blocks rank, rank-1,
@@ -111,17 +115,20 @@ void PieceRing::Run(const std::vector<AllreducePiece>& pieces, DataType dtype, R
     for (const Segment& seg : block(rank - s - 1))
       receives.push_back({&seg, true, s == size - 2, true, 0}), ++rs_count;
   for (int s = 0; s < size - 1; ++s)
-    for (const Segment& seg : block(rank - s)) receives.push_back({&seg, false, false, s < size - 2, 0});
+    for (const Segment& seg : block(rank - s))
+      receives.push_back({&seg, false, false, s < size - 2, 0});
   // Reduce-scatter receives land in scratch slots, as many as max_scratch_bytes
   // holds (all of them, for fused responses up to that size).
   const int64_t slots = std::max<int64_t>(
-      1, std::min<int64_t>(rs_count, static_cast<int64_t>(options_.max_scratch_bytes) / (seg_max * elem)));
+      1, std::min<int64_t>(rs_count,
+                           static_cast<int64_t>(options_.max_scratch_bytes) / (seg_max * elem)));
   for (int64_t k = 0; k < rs_count; ++k) receives[k].scratch = (k % slots) * seg_max * elem;
   if (static_cast<int64_t>(scratch_.size()) < slots * seg_max * elem)
     scratch_.resize(slots * seg_max * elem);
 
   // Gloo buffers: scratch, staging, and each large piece's input and output.
-  std::unique_ptr<Buffer> scratch_buf = context_->createUnboundBuffer(scratch_.data(), scratch_.size());
+  std::unique_ptr<Buffer> scratch_buf =
+      context_->createUnboundBuffer(scratch_.data(), scratch_.size());
   std::unique_ptr<Buffer> staging_buf =
       staged > 0 ? context_->createUnboundBuffer(staging_.data(), staged * elem) : nullptr;
   std::vector<std::unique_ptr<Buffer>> in_bufs(n), out_bufs(n);
@@ -133,8 +140,8 @@ void PieceRing::Run(const std::vector<AllreducePiece>& pieces, DataType dtype, R
   auto in_buf = [&](int i) {
     if (pieces[i].in == pieces[i].out) return out_buf(i);
     if (!in_bufs[i])
-      in_bufs[i] = context_->createUnboundBuffer(const_cast<void*>(pieces[i].in),
-                                                 pieces[i].count * elem);
+      in_bufs[i] =
+          context_->createUnboundBuffer(const_cast<void*>(pieces[i].in), pieces[i].count * elem);
     return in_bufs[i].get();
   };
 
@@ -154,8 +161,10 @@ void PieceRing::Run(const std::vector<AllreducePiece>& pieces, DataType dtype, R
   auto for_parts = [&](const Segment& seg, auto&& f) {
     const Extent& e = extents[seg.extent];
     const int64_t end = seg.start + seg.count;
-    int i = static_cast<int>(std::upper_bound(pstart.begin() + e.first, pstart.begin() + e.last + 1,
-                                              seg.start) - pstart.begin()) - 1;
+    int i = static_cast<int>(
+                std::upper_bound(pstart.begin() + e.first, pstart.begin() + e.last + 1, seg.start) -
+                pstart.begin()) -
+            1;
     for (; i <= e.last && pstart[i] < end; ++i) {
       const int64_t lo = std::max(seg.start, pstart[i]), hi = std::min(end, pstart[i + 1]);
       if (hi > lo) f(i, lo - pstart[i], e.stage_off + (lo - e.start), hi - lo);

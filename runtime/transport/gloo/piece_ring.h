@@ -10,10 +10,10 @@
 // - The logical buffer is split into one block per rank and each block into
 //   segments of at most `segment_bytes`. A tensor of at least `direct_min_bytes`
 //   (or a smaller one with no small neighbour) is sent from, reduced into and
-//   received into its own memory. Runs of smaller tensors are gathered into a staging area segment by segment, right before the
-//   segment is first sent or reduced, and scattered out right after its final
-//   bytes arrive, so those copies overlap the segments still on the wire (one
-//   thread, no helper).
+//   received into its own memory. Runs of smaller tensors are gathered into a
+//   staging area segment by segment, right before the segment is first sent or
+//   reduced, and scattered out right after its final bytes arrive, so those copies
+//   overlap the segments still on the wire (one thread, no helper).
 // - Reduce-scatter then allgather, as in Gloo's ring: at reduce-scatter step s rank
 //   r sends block r-s to r+1 and reduces block r-s-1 received from r-1; the block it
 //   holds fully reduced at the end (r+1) is finished (averaged, post-scaled) and
@@ -29,22 +29,24 @@
 //   of their own so the two phases' messages never wait on each other's order.
 //
 // Every rank derives the same blocks and segments from the same counts, so the
-// messages match one for one (one Gloo slot per call, FIFO per pair). Results are
+// messages match one for one (one Gloo slot per phase, FIFO per pair). Results are
 // bitwise identical on every rank: each block is reduced once, by its owner's chain,
 // and copied to the others.
 //
 // Errors: Gloo's exceptions (timeouts included, bounded by the context's timeout)
 // propagate to the caller (GlooBackend::Guard turns them into a Status).
+// Memory: the staging area (the small tensors' bytes) and the scratch slots (at
+// most max_scratch_bytes) keep their largest size, like a fusion buffer.
 // Not thread-safe: one call at a time, from the backend's thread.
 #ifndef HVD_RUNTIME_TRANSPORT_GLOO_PIECE_RING_H_
 #define HVD_RUNTIME_TRANSPORT_GLOO_PIECE_RING_H_
+
+#include <gloo/context.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
-
-#include <gloo/context.h>
 
 #include "runtime/common/backend.h"
 #include "runtime/common/types.h"
@@ -52,8 +54,8 @@
 namespace hvd {
 
 struct PieceRingOptions {
-  size_t segment_bytes = 1 << 20;      // largest message on the wire
-  size_t direct_min_bytes = 64 << 10;  // smaller tensors go through the staging area
+  size_t segment_bytes = 1 << 20;       // largest message on the wire
+  size_t direct_min_bytes = 64 << 10;   // smaller tensors go through the staging area
   size_t max_scratch_bytes = 64 << 20;  // reduce-scatter receives posted ahead
 };
 
