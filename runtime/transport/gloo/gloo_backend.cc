@@ -158,7 +158,12 @@ Status GlooBackend::ReduceScatter(void* buf, void* out, const std::vector<int64_
                                   DataType dtype, ReduceOp op) {
   HVD_CHECK(static_cast<int>(recv_counts.size()) == size());
   const int64_t total = std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0});
-  HVD_RETURN_IF_ERROR(Allreduce(buf, total, dtype, op));
+  if (size() > 1 && total > 0) {
+    const uint64_t slot = (0x7dull << 56) | NextTag();
+    HVD_RETURN_IF_ERROR(Guard("reducescatter", [&] {
+      ring_.ReduceScatter(buf, recv_counts, dtype, op, slot);
+    }));
+  }
   int64_t offset = 0;
   for (int r = 0; r < rank(); ++r) offset += recv_counts[r];
   const size_t elem = DataTypeSize(dtype);

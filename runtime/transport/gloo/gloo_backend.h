@@ -6,8 +6,7 @@
 // in place and posts its receives before sending (Gloo's own ring took one buffer,
 // and ran each direction of a 10 Gbit/s link at half its rate). The other
 // collectives are Gloo's allgatherv, broadcast, alltoallv and barrier;
-// reduce-scatter is a ring all-reduce followed by a local copy of this rank's block
-// (correct, and replaced by the shared-memory path where ranks share a host).
+// reduce-scatter is the ring's first half, then a copy of this rank's block.
 //
 // Gloo reports failure by exception; every exception becomes a Status here and the
 // backend is then broken (Gloo's context cannot be reused after a timeout).

@@ -45,6 +45,20 @@ PieceRing::PieceRing(std::shared_ptr<gloo::Context> context, PieceRingOptions op
 
 void PieceRing::Run(const std::vector<AllreducePiece>& pieces, DataType dtype, ReduceOp op,
                     const Backend::FinishFn& finish, uint64_t rs_slot, uint64_t ag_slot) {
+  Ring(pieces, dtype, op, finish, rs_slot, ag_slot, nullptr);
+}
+
+void PieceRing::ReduceScatter(void* buf, const std::vector<int64_t>& counts, DataType dtype,
+                              ReduceOp op, uint64_t slot) {
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  HVD_CHECK(static_cast<int>(counts.size()) == context_->size);
+  Ring({{buf, buf, total}}, dtype, op, nullptr, slot, slot, &counts);
+}
+
+void PieceRing::Ring(const std::vector<AllreducePiece>& pieces, DataType dtype, ReduceOp op,
+                     const Backend::FinishFn& finish, uint64_t rs_slot, uint64_t ag_slot,
+                     const std::vector<int64_t>* scatter) {
   const int size = context_->size, rank = context_->rank;
   HVD_CHECK(size > 1);
   const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
@@ -89,33 +103,38 @@ void PieceRing::Run(const std::vector<AllreducePiece>& pieces, DataType dtype, R
   }
   if (static_cast<int64_t>(staging_.size()) < staged * elem) staging_.resize(staged * elem);
 
-  // One block per rank, each cut into segments at extent ends and every seg_max.
+  // One block per rank (block b ends reduced on rank b; equal blocks, or the
+  // reduce-scatter's counts), each cut into segments at extent ends and every seg_max.
   const int64_t seg_max = std::max<int64_t>(1, static_cast<int64_t>(options_.segment_bytes) / elem);
   std::vector<std::vector<Segment>> blocks(size);
   size_t x = 0;
+  int64_t lo = 0;
   for (int b = 0; b < size; ++b) {
-    const int64_t hi = total * (b + 1) / size;
-    for (int64_t pos = total * b / size; pos < hi;) {
+    const int64_t hi = scatter != nullptr ? lo + (*scatter)[b] : total * (b + 1) / size;
+    for (int64_t pos = lo; pos < hi;) {
       while (extents[x].start + extents[x].count <= pos) ++x;
       const int64_t end = std::min({hi, extents[x].start + extents[x].count, pos + seg_max});
       blocks[b].push_back({static_cast<int>(x), pos, end - pos});
       pos = end;
     }
+    lo = hi;
   }
   auto block = [&](int b) -> const std::vector<Segment>& {
     return blocks[((b % size) + size) % size];
   };
 
   // What arrives from the previous rank, in order: reduce-scatter steps 0..size-2
-  // (blocks rank-1, rank-2, ..., rank+1), then allgather steps (blocks rank, rank-1,
-  // ..., rank+2). Everything but the last allgather step is forwarded.
+  // (blocks rank-2, rank-3, ..., rank), then allgather steps (blocks rank-1,
+  // rank-2, ..., rank+1). Everything but the last step is forwarded. A
+  // reduce-scatter alone stops at its own block.
   std::vector<Receive> receives;
   int64_t rs_count = 0;
+  const bool allgather = scatter == nullptr;
   for (int s = 0; s < size - 1; ++s)
+    for (const Segment& seg : block(rank - s - 2))
+      receives.push_back({&seg, true, s == size - 2, allgather || s < size - 2, 0}), ++rs_count;
+  for (int s = 0; allgather && s < size - 1; ++s)
     for (const Segment& seg : block(rank - s - 1))
-      receives.push_back({&seg, true, s == size - 2, true, 0}), ++rs_count;
-  for (int s = 0; s < size - 1; ++s)
-    for (const Segment& seg : block(rank - s))
       receives.push_back({&seg, false, false, s < size - 2, 0});
   // Reduce-scatter receives land in scratch slots, as many as max_scratch_bytes
   // holds (all of them, for fused responses up to that size).
@@ -193,16 +212,16 @@ void PieceRing::Run(const std::vector<AllreducePiece>& pieces, DataType dtype, R
   // as far as the scratch slots go, before any data is sent.
   const size_t count = receives.size();
   const size_t rs_total = static_cast<size_t>(rs_count);
-  for (size_t k = rs_total; k < count; ++k) post(receives[k]);
   size_t posted = 0;
   auto post_ahead = [&](size_t done) {
     for (; posted < rs_total && posted < done + static_cast<size_t>(slots); ++posted)
       post(receives[posted]);
   };
-  post_ahead(0);
+  post_ahead(0);  // first: the previous rank's first sends wait on these
+  for (size_t k = rs_total; k < count; ++k) post(receives[k]);
 
-  // Reduce-scatter step 0: this rank's own input of block `rank`.
-  for (const Segment& seg : block(rank)) {
+  // Reduce-scatter step 0: this rank's own input of block `rank - 1`.
+  for (const Segment& seg : block(rank - 1)) {
     const Extent& e = extents[seg.extent];
     if (e.staged) {
       for_parts(seg, [&](int i, int64_t from, int64_t at, int64_t c) {

@@ -15,9 +15,9 @@
 //   reduced, and scattered out right after its final bytes arrive, so those copies
 //   overlap the segments still on the wire (one thread, no helper).
 // - Reduce-scatter then allgather, as in Gloo's ring: at reduce-scatter step s rank
-//   r sends block r-s to r+1 and reduces block r-s-1 received from r-1; the block it
-//   holds fully reduced at the end (r+1) is finished (averaged, post-scaled) and
-//   circulates in the allgather. Every received segment is forwarded as soon as it
+//   r sends block r-s-1 to r+1 and reduces block r-s-2 received from r-1; the block
+//   it holds fully reduced at the end (its own, r) is finished (averaged,
+//   post-scaled) and circulates in the allgather. A reduce-scatter stops there. Every received segment is forwarded as soon as it
 //   has been reduced, so segments stream around the ring without step barriers.
 // - Gloo's unbound buffers send a message only once the receiver has posted its
 //   receive, and that notice travels behind the data already queued on the
@@ -69,11 +69,22 @@ class PieceRing {
   void Run(const std::vector<AllreducePiece>& pieces, DataType dtype, ReduceOp op,
            const Backend::FinishFn& finish, uint64_t rs_slot, uint64_t ag_slot);
 
+  // The reduce-scatter half alone, in place: `buf` holds counts[r] elements for
+  // each rank r in rank order, and this rank's block of it ends reduced (the rest
+  // of `buf` is clobbered). Messages on Gloo slot `slot`.
+  void ReduceScatter(void* buf, const std::vector<int64_t>& counts, DataType dtype, ReduceOp op,
+                     uint64_t slot);
+
   // Bytes gathered into or scattered out of the staging area by the last Run
   // (tests check that large tensors are not copied).
   int64_t staged_bytes() const { return staged_bytes_; }
 
  private:
+  // Both: `scatter` null for an all-reduce, else the reduce-scatter's block counts.
+  void Ring(const std::vector<AllreducePiece>& pieces, DataType dtype, ReduceOp op,
+            const Backend::FinishFn& finish, uint64_t rs_slot, uint64_t ag_slot,
+            const std::vector<int64_t>* scatter);
+
   std::shared_ptr<gloo::Context> context_;
   PieceRingOptions options_;
   std::vector<uint8_t> staging_;
