@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 
 #include "tests/test_util.h"
@@ -146,8 +148,8 @@ TEST_P(Collectives, AlltoallEqualAndUnevenSplits) {
   });
 }
 
-TEST_P(Collectives, ReducescatterUnevenRowsSumAndAverage) {
-  const int size = GetParam();
+// Reducescatter of 2 * size + 1 rows of 3, every dtype, SUM and AVERAGE.
+void ReducescatterUnevenRows(int size, const std::function<void(RuntimeOptions&)>& adjust) {
   RunRanks(size, [&](int rank, Runtime& rt) {
     for (DataType t : kAllTypes) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
@@ -183,7 +185,20 @@ TEST_P(Collectives, ReducescatterUnevenRowsSumAndAverage) {
               << DataTypeName(t) << " " << ReduceOpName(op) << " element " << j;
       }
     }
-  });
+  }, adjust);
+}
+
+TEST_P(Collectives, ReducescatterUnevenRowsSumAndAverage) {
+  ReducescatterUnevenRows(GetParam(), nullptr);
+}
+
+// Across "hosts" (HVD_HOST_ID), the hierarchical backend hands reducescatter to the
+// Gloo ring over every rank.
+TEST(CollectivesAcrossHosts, ReducescatterUnevenRowsSumAndAverage) {
+  for (int per_host : {2, 3})
+    ReducescatterUnevenRows(2 * per_host, [per_host](RuntimeOptions& o) {
+      o.host_id = "host" + std::to_string(o.rank / per_host);
+    });
 }
 
 TEST_P(Collectives, GroupedAllgatherAndReducescatterFuse) {
