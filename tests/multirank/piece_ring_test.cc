@@ -11,6 +11,8 @@
 
 #include <atomic>
 #include <functional>
+#include <iterator>
+#include <random>
 #include <thread>
 
 #include "controller/store/store.h"
@@ -144,6 +146,41 @@ TEST_P(PieceRingTest, ReduceScatterLeavesEachRankItsBlock) {
         EXPECT_TRUE(std::equal(out.begin(), out.end(), expect.begin() + offset * elem))
             << "rank " << rank << " " << DataTypeName(t) << " " << ReduceOpName(op);
         ++seed;
+      }
+    }
+  });
+}
+
+// Random layouts (seeded, the same on every rank): runs of small pieces, large ones
+// and empty ones, cut at random against the blocks and segments, in place or not.
+TEST_P(PieceRingTest, RandomLayoutsMatchTheReference) {
+  const int size = GetParam();
+  RunGloo(size, SmallRing(), [&](int rank, GlooBackend& b) {
+    std::mt19937 gen(1234);  // not the rank: every rank draws the same layouts
+    for (int trial = 0; trial < 40; ++trial) {
+      const DataType t = kTypes[gen() % std::size(kTypes)];
+      const ReduceOp op = kOps[gen() % std::size(kOps)];
+      const int n = 1 + static_cast<int>(gen() % 12);
+      std::vector<int64_t> counts(n);
+      for (auto& c : counts) c = gen() % 4 == 0 ? 0 : (gen() % 3 == 0 ? 20 + gen() % 90 : gen() % 6);
+      std::vector<bool> in_place(n);
+      for (int i = 0; i < n; ++i) in_place[i] = gen() % 2;
+      std::vector<std::vector<uint8_t>> ins, outs;
+      std::vector<AllreducePiece> pieces;
+      const uint32_t seed = 5000 + trial * 40;
+      for (int i = 0; i < n; ++i) {
+        ins.push_back(RankInput(rank, counts[i], t, seed + i));
+        outs.emplace_back(ins.back().size(), 0xee);
+      }
+      for (int i = 0; i < n; ++i)
+        pieces.push_back({ins[i].data(), in_place[i] ? ins[i].data() : outs[i].data(), counts[i]});
+      const Status s = b.AllreducePieces(pieces, t, op, nullptr);
+      ASSERT_TRUE(s.ok()) << "trial " << trial << ": " << s.ToString();
+      for (int i = 0; i < n; ++i) {
+        const auto& got = in_place[i] ? ins[i] : outs[i];
+        EXPECT_EQ(got, RankOrderReduction(size, counts[i], t, op, seed + i))
+            << "rank " << rank << " trial " << trial << " piece " << i << " of " << n << " ("
+            << DataTypeName(t) << " " << ReduceOpName(op) << ")";
       }
     }
   });

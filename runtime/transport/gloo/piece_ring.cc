@@ -92,10 +92,10 @@ void PieceRing::Ring(const std::vector<AllreducePiece>& pieces, DataType dtype, 
       extents.push_back({false, i, i, pstart[i], count, 0});
       continue;
     }
-    Extent* back = extents.empty() ? nullptr : &extents.back();
-    if (back != nullptr && back->staged && back->start + back->count == pstart[i]) {
-      back->last = i;
-      back->count += count;
+    // The last extent, if staged, ends right here (empty pieces add nothing).
+    if (!extents.empty() && extents.back().staged) {
+      extents.back().last = i;
+      extents.back().count += count;
     } else {
       extents.push_back({true, i, i, pstart[i], count, staged});
     }
