@@ -10,6 +10,7 @@
 #define HVD_RUNTIME_COMMON_BACKEND_H_
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -79,6 +80,17 @@ class Backend {
   // connection need do nothing.
   virtual void Abort(const Status& why) { (void)why; }
 };
+
+// AllreducePieces in a communicator of one rank: each piece's input is its result
+// (copied to its output if apart, then finished).
+inline void AllreducePiecesAlone(const std::vector<AllreducePiece>& pieces, DataType dtype,
+                                 const Backend::FinishFn& finish) {
+  for (const auto& p : pieces) {
+    if (p.count == 0) continue;
+    if (p.out != p.in) std::memmove(p.out, p.in, p.count * DataTypeSize(dtype));
+    if (finish) finish(p.out, p.count);
+  }
+}
 
 }  // namespace hvd
 

@@ -66,7 +66,8 @@ Status HierarchicalBackend::AllreducePieces(const std::vector<AllreducePiece>& p
   for (const auto& p : pieces) count += p.count;
   if (count == 0) return Status::OK();
   return OnChosenPath(count * elem, [&](bool flat) {
-    if (flat && flat_->SupportsPieces()) return Check(flat_->AllreducePieces(pieces, dtype, op, finish));
+    if (flat && flat_->SupportsPieces())
+      return Check(flat_->AllreducePieces(pieces, dtype, op, finish));
     if (static_cast<int64_t>(packed_.size()) < count * elem) packed_.resize(count * elem);
     uint8_t* const packed = packed_.data();
     // Copies the elements [lo, hi) of the pieces laid end to end into the packed
@@ -102,7 +103,9 @@ Status HierarchicalBackend::AllreducePieces(const std::vector<AllreducePiece>& p
       copy(0, count, false);
       return Status::OK();
     }
-    auto bounds = [&](int64_t c) { return std::make_pair(c * chunk, std::min(count, (c + 1) * chunk)); };
+    auto bounds = [&](int64_t c) {
+      return std::make_pair(c * chunk, std::min(count, (c + 1) * chunk));
+    };
     copy(bounds(0).first, bounds(0).second, true);
     Status s;
     for (int64_t c = 0; c < chunks && s.ok(); ++c) {

@@ -87,17 +87,10 @@ Status GlooBackend::Allreduce(void* buf, int64_t count, DataType dtype, ReduceOp
 Status GlooBackend::AllreducePieces(const std::vector<AllreducePiece>& pieces, DataType dtype,
                                     ReduceOp op, const FinishFn& finish) {
   if (size() == 1) {
-    for (const auto& p : pieces) {
-      if (p.count == 0) continue;
-      if (p.out != p.in) std::memmove(p.out, p.in, p.count * DataTypeSize(dtype));
-      if (finish) finish(p.out, p.count);
-    }
+    AllreducePiecesAlone(pieces, dtype, finish);
     return Status::OK();
   }
-  // Our slots: prefix 0x7d (Gloo's collectives use small prefixes, the control
-  // channel 0x7e), the backend's running tag; one for each phase of the ring.
-  const uint64_t rs_slot = (0x7dull << 56) | NextTag();
-  const uint64_t ag_slot = (0x7dull << 56) | NextTag();
+  const uint64_t rs_slot = NextRingSlot(), ag_slot = NextRingSlot();  // one per phase
   return Guard("allreduce", [&] { ring_.Run(pieces, dtype, op, finish, rs_slot, ag_slot); });
 }
 
@@ -159,10 +152,9 @@ Status GlooBackend::ReduceScatter(void* buf, void* out, const std::vector<int64_
   HVD_CHECK(static_cast<int>(recv_counts.size()) == size());
   const int64_t total = std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0});
   if (size() > 1 && total > 0) {
-    const uint64_t slot = (0x7dull << 56) | NextTag();
-    HVD_RETURN_IF_ERROR(Guard("reducescatter", [&] {
-      ring_.ReduceScatter(buf, recv_counts, dtype, op, slot);
-    }));
+    const uint64_t slot = NextRingSlot();
+    HVD_RETURN_IF_ERROR(
+        Guard("reducescatter", [&] { ring_.ReduceScatter(buf, recv_counts, dtype, op, slot); }));
   }
   int64_t offset = 0;
   for (int r = 0; r < rank(); ++r) offset += recv_counts[r];

@@ -69,6 +69,9 @@ class GlooBackend : public Backend {
   Status Guard(const char* what, Fn&& fn);
 
   uint32_t NextTag() { return next_tag_++; }
+  // The ring's Gloo slots: prefix 0x7d (Gloo's collectives use small prefixes, the
+  // control channel 0x7e) and the running tag.
+  uint64_t NextRingSlot() { return (0x7dull << 56) | NextTag(); }
 
   std::shared_ptr<gloo::Context> context_;
   PieceRing ring_;

@@ -151,11 +151,7 @@ class ShmBackend : public Backend {
     if (!broken_.ok()) return broken_;
     PieceList list(pieces, dtype);
     if (size() == 1 || list.count() == 0) {
-      for (const auto& p : pieces) {
-        if (p.count == 0) continue;
-        if (p.out != p.in) std::memmove(p.out, p.in, p.count * DataTypeSize(dtype));
-        if (finish) finish(p.out, p.count);
-      }
+      AllreducePiecesAlone(pieces, dtype, finish);
       return Status::OK();
     }
     return Check("allreduce", AllreduceImpl(list, dtype, op, finish));
