@@ -275,33 +275,18 @@ void Controller::ApplyResponses(const proto::ResponseList& in, proto::ResponseLi
     if (cache_.Has(i)) resend_if_pending(i, cache_.request(i));
     cache_.Erase(i);
   });
-  // 2. Hits run first, in index order, fused as the coordinator would. A step
-  // that hits the same entries as the last one, with the cache and the threshold
-  // unchanged, gets the same plan: it is kept, not rebuilt tensor by tensor.
+  // 2. Hits run first, in index order, fused as the coordinator would.
   const auto& hit_bits = in.cache_hit_bits();
-  const bool same_plan =
-      hit_plan_generation_ == cache_.generation() &&
-      hit_plan_threshold_ == in.fusion_threshold() &&
-      hit_plan_bits_.size() == static_cast<size_t>(hit_bits.size()) &&
-      std::equal(hit_plan_bits_.begin(), hit_plan_bits_.end(), hit_bits.begin());
-  std::vector<const proto::Response*> hits;
   int64_t hit_count = 0;
   ForEachBit(hit_bits, [&](uint32_t i) {
     HVD_CHECK_MSG(cache_.Has(i), "cache hit on an empty slot " + std::to_string(i));
-    if (!same_plan) hits.push_back(&cache_.response(i));
     cache_.Touch(i);
     ClearBit(&pending_bits_, i);
     ++hit_count;
   });
   stats_.cache_hits += hit_count;
-  if (!same_plan) {
-    hit_plan_.Clear();
-    PlanFusion(hits, in.fusion_threshold(), size(), &hit_plan_);
-    hit_plan_bits_.assign(hit_bits.begin(), hit_bits.end());
-    hit_plan_generation_ = cache_.generation();
-    hit_plan_threshold_ = in.fusion_threshold();
-  }
-  *out->mutable_responses() = hit_plan_;
+  if (hit_count > 0)
+    *out->mutable_responses() = PlanForHits(hit_bits, in.fusion_threshold()).responses;
   // 3. Full responses run next; each negotiated tensor enters the cache.
   const int64_t refills_before = cache_.refills();
   for (const auto& resp : in.responses()) {
@@ -337,6 +322,32 @@ void Controller::ApplyResponses(const proto::ResponseList& in, proto::ResponseLi
                      std::to_string(options_.cycle_time.count() / 1000.0) + " ms");
     }
   }
+}
+
+const Controller::HitPlan& Controller::PlanForHits(
+    const google::protobuf::RepeatedField<uint64_t>& hit_bits, int64_t threshold) {
+  ++hit_plan_clock_;
+  HitPlan* oldest = &hit_plans_[0];
+  for (HitPlan& p : hit_plans_) {
+    if (p.used != 0 && p.generation == cache_.generation() && p.threshold == threshold &&
+        p.bits.size() == static_cast<size_t>(hit_bits.size()) &&
+        std::equal(p.bits.begin(), p.bits.end(), hit_bits.begin())) {
+      p.used = hit_plan_clock_;
+      return p;
+    }
+    if (p.used < oldest->used) oldest = &p;
+  }
+  std::vector<const proto::Response*> hits;
+  ForEachBit(hit_bits, [&](uint32_t i) { hits.push_back(&cache_.response(i)); });
+  HitPlan& p = *oldest;
+  p.responses.Clear();
+  PlanFusion(hits, threshold, size(), &p.responses);
+  p.bits.assign(hit_bits.begin(), hit_bits.end());
+  p.generation = cache_.generation();
+  p.threshold = threshold;
+  p.used = hit_plan_clock_;
+  ++stats_.hit_plans;
+  return p;
 }
 
 void Controller::Coordinate(const std::vector<proto::RequestList>& lists, Clock::time_point now,

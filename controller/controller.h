@@ -82,6 +82,7 @@ class Controller {
     int64_t cache_refills = 0;  // tensors cached again after their entry was evicted
     int64_t responses = 0;      // responses this rank was given to execute
     int64_t max_fused = 0;      // the most tensors one of them held
+    int64_t hit_plans = 0;      // fusion plans built for cache hits (a repeated step reuses one)
   };
   const Stats& stats() const { return stats_; }
 
@@ -125,11 +126,23 @@ class Controller {
   std::vector<std::vector<Clock::time_point>> bit_arrivals_;
   std::vector<uint64_t> arrival_bits_;
   std::vector<Clock::time_point> together_;  // every rank at this cycle's `now`
-  // The fused plan of the last cycle's cache hits, and what it was built from.
-  google::protobuf::RepeatedPtrField<proto::Response> hit_plan_;
-  std::vector<uint64_t> hit_plan_bits_;
-  uint64_t hit_plan_generation_ = ~uint64_t{0};
-  int64_t hit_plan_threshold_ = -1;
+  // Fused plans of recent cycles' cache hits, each with what it was built from: a
+  // step that hits the same entries as one of these, with the cache and the
+  // threshold unchanged, reuses its plan. Several, since a training step's
+  // tensors alternate with others (a metric's all-reduce, a barrier's cycle).
+  struct HitPlan {
+    google::protobuf::RepeatedPtrField<proto::Response> responses;
+    std::vector<uint64_t> bits;
+    uint64_t generation = ~uint64_t{0};
+    int64_t threshold = -1;
+    uint64_t used = 0;  // hit_plan_clock_ when last used; 0: never built
+  };
+  static constexpr size_t kHitPlans = 4;
+  // The plan for `hit_bits` (built from the cached responses if none matches).
+  const HitPlan& PlanForHits(const google::protobuf::RepeatedField<uint64_t>& hit_bits,
+                             int64_t threshold);
+  HitPlan hit_plans_[kHitPlans];
+  uint64_t hit_plan_clock_ = 0;
   Stats stats_;
   bool warned_small_cache_ = false;  // coordinator: the cache-size warning is given once
   std::unique_ptr<Autotuner> autotuner_;  // coordinator with autotune only

@@ -561,6 +561,43 @@ TEST(ControllerTest, CachedStepsKeepTheirPlanOnlyWhileTheSlotsHoldTheSameTensors
   EXPECT_EQ(job.controller(1).stats().cache_hits, 8);
 }
 
+// Between two steps come cycles without hits (idle ones, a barrier's) and other
+// cached tensors (a metric's all-reduce): the plan of the step's hits survives
+// them instead of being rebuilt tensor by tensor every step.
+TEST(ControllerTest, AStepsPlanSurvivesTheCyclesBetweenSteps) {
+  FakeJob job(2, Options());
+  const Lists step = Everyone(2, "t", 50);
+  const Lists metric = Everyone(2, "loss", 1);
+  Lists barrier(2);
+  for (int r = 0; r < 2; ++r) {
+    proto::Request b;
+    b.set_type(proto::BARRIER);
+    b.set_name("barrier");
+    b.set_device(-1);
+    barrier.Add(r, b);
+  }
+  job.Cycle(step.lists, At(0));    // negotiated in full, cached
+  job.Cycle(metric.lists, At(1));  // the same
+  for (int i = 0; i < 4; ++i) {
+    const int t = 2 + 4 * i;
+    proto::ResponseList out = job.Cycle(step.lists, At(t));
+    ASSERT_EQ(out.responses_size(), 1) << i;
+    EXPECT_EQ(out.responses(0).names_size(), 50) << i;
+    EXPECT_EQ(out.responses(0).names(49), "t49") << i;
+    out = job.Cycle(metric.lists, At(t + 1));
+    ASSERT_EQ(out.responses_size(), 1) << i;
+    EXPECT_THAT(NamesOf(out.responses(0)), ElementsAre("loss0")) << i;
+    EXPECT_EQ(job.Cycle(Lists(2).lists, At(t + 2)).responses_size(), 0) << i;
+    out = job.Cycle(barrier.lists, At(t + 3));
+    ASSERT_EQ(out.responses_size(), 1) << i;
+    EXPECT_EQ(out.responses(0).type(), proto::RESPONSE_BARRIER) << i;
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(job.controller(r).stats().cache_hits, 4 * 51) << "rank " << r;
+    EXPECT_EQ(job.controller(r).stats().hit_plans, 2) << "rank " << r << ": one per set of hits";
+  }
+}
+
 TEST(ControllerTest, ACacheSmallerThanTheStepWarnsOnceFromTheCoordinatorWithASize) {
   LogCapture log;
   const ControllerOptions o = CacheOptions(8, log);
