@@ -188,7 +188,7 @@ void hvd_allreduce_args_init_sized(hvd_allreduce_args_t* args, size_t struct_siz
 hvd_status_t hvd_allreduce_ex(const hvd_allreduce_args_t* args, hvd_handle_t** handle) {
   HVD_C_GUARD({
     if (handle != nullptr) *handle = nullptr;
-    CollectiveArgs call;
+    CollectiveArgs& call = hvd::capi::ReuseArgs();
     Status s = hvd::capi::ReadAllreduceArgs(args, &call);
     if (!s.ok()) return Report(s);
     if (handle == nullptr) return Report(hvd::capi::SubmitAndWait(std::move(call)));

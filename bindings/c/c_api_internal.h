@@ -126,13 +126,21 @@ struct CollectiveArgs {
 // barrier or join: asks the runtime for its own). works[i] tracks tensors[i] (a
 // barrier or join: works[0]). Fails with the runtime's status (ValidateEntry's
 // message naming the tensor), enqueuing nothing and leaving *works empty.
-Status Submit(CollectiveArgs call, std::vector<std::shared_ptr<Work>>* works);
+// The Submit calls move from the tensors of `call`, not from its vector, so a
+// caller may reuse that (ReuseArgs).
+Status Submit(CollectiveArgs&& call, std::vector<std::shared_ptr<Work>>* works);
 // Submit, then a handle per Work in handles[0..n) (left as they are on failure:
 // entry points NULL them first).
-Status SubmitAsync(CollectiveArgs call, hvd_handle_t** handles);
+Status SubmitAsync(CollectiveArgs&& call, hvd_handle_t** handles);
 // Submit, then waits for every Work: the first failure, else OK. *scalar (if given)
 // receives the first Work's scalar_result() (a join's last rank).
-Status SubmitAndWait(CollectiveArgs call, int64_t* scalar = nullptr);
+Status SubmitAndWait(CollectiveArgs&& call, int64_t* scalar = nullptr);
+
+// This thread's CollectiveArgs, reset to the defaults, its tensor vector empty but
+// allocated: an entry point called once per tensor (hvd_allreduce_async in a
+// training step) then allocates no vector per call. Not for a call that may
+// reenter the C API before it is submitted.
+CollectiveArgs& ReuseArgs();
 
 // collectives.cc: readers of the C arguments that allreduce.cc shares.
 

@@ -48,27 +48,46 @@ Status MakeEntry(const CollectiveArgs& call, TensorArgs t, TensorEntry* e) {
   return Status::OK();
 }
 
-}  // namespace
-
-Status Submit(CollectiveArgs call, std::vector<std::shared_ptr<Work>>* works) {
+// One tensor (not a group), a barrier or a join: its Work, without the vectors of a
+// group.
+Status SubmitOne(CollectiveArgs& call, std::shared_ptr<Work>* work) {
   std::shared_ptr<Runtime> rt;
   HVD_RETURN_IF_ERROR(Current(&rt));
+  if (call.type == OpType::kBarrier || call.type == OpType::kJoin)
+    return call.type == OpType::kBarrier ? rt->Barrier(call.process_set, work)
+                                         : rt->Join(call.process_set, work);
+  TensorEntry e;
+  HVD_RETURN_IF_ERROR(MakeEntry(call, std::move(call.tensors[0]), &e));
+  return rt->EnqueueOne(std::move(e), call.process_set, work);
+}
+
+bool IsOne(const CollectiveArgs& call) {
+  return call.type == OpType::kBarrier || call.type == OpType::kJoin ||
+         (call.tensors.size() == 1 && !call.grouped);
+}
+
+}  // namespace
+
+CollectiveArgs& ReuseArgs() {
+  thread_local CollectiveArgs args;
+  std::vector<TensorArgs> tensors = std::move(args.tensors);
+  tensors.clear();
+  args = CollectiveArgs();
+  args.tensors = std::move(tensors);
+  return args;
+}
+
+Status Submit(CollectiveArgs&& call, std::vector<std::shared_ptr<Work>>* works) {
   works->clear();
-  std::shared_ptr<Work> work;
-  if (call.type == OpType::kBarrier || call.type == OpType::kJoin) {
-    HVD_RETURN_IF_ERROR(call.type == OpType::kBarrier ? rt->Barrier(call.process_set, &work)
-                                                      : rt->Join(call.process_set, &work));
+  if (IsOne(call)) {
+    std::shared_ptr<Work> work;
+    HVD_RETURN_IF_ERROR(SubmitOne(call, &work));
     works->push_back(std::move(work));
     return Status::OK();
   }
+  std::shared_ptr<Runtime> rt;
+  HVD_RETURN_IF_ERROR(Current(&rt));
   const int n = static_cast<int>(call.tensors.size());
-  if (n == 1 && !call.grouped) {  // the common case, without the vectors of a group
-    TensorEntry e;
-    HVD_RETURN_IF_ERROR(MakeEntry(call, std::move(call.tensors[0]), &e));
-    HVD_RETURN_IF_ERROR(rt->EnqueueOne(std::move(e), call.process_set, &work));
-    works->push_back(std::move(work));
-    return Status::OK();
-  }
   const int64_t group = call.grouped ? Default().next_group++ : 0;
   std::vector<TensorEntry> entries(n);
   for (int i = 0; i < n; ++i) {
@@ -79,15 +98,21 @@ Status Submit(CollectiveArgs call, std::vector<std::shared_ptr<Work>>* works) {
   return rt->Enqueue(std::move(entries), call.process_set, works);
 }
 
-Status SubmitAsync(CollectiveArgs call, hvd_handle_t** handles) {
+Status SubmitAsync(CollectiveArgs&& call, hvd_handle_t** handles) {
   const OpType type = call.type;
+  if (IsOne(call)) {  // the common case: no vector of Works
+    std::shared_ptr<Work> work;
+    HVD_RETURN_IF_ERROR(SubmitOne(call, &work));
+    handles[0] = Register(std::move(work), type);
+    return Status::OK();
+  }
   std::vector<std::shared_ptr<Work>> works;
   HVD_RETURN_IF_ERROR(Submit(std::move(call), &works));
   for (size_t i = 0; i < works.size(); ++i) handles[i] = Register(std::move(works[i]), type);
   return Status::OK();
 }
 
-Status SubmitAndWait(CollectiveArgs call, int64_t* scalar) {
+Status SubmitAndWait(CollectiveArgs&& call, int64_t* scalar) {
   std::vector<std::shared_ptr<Work>> works;
   HVD_RETURN_IF_ERROR(Submit(std::move(call), &works));
   Status first;
