@@ -23,7 +23,10 @@ constexpr uint64_t kMaxMessageBytes = 256ull << 20;
 class GlooControlChannel : public ControlChannel {
  public:
   GlooControlChannel(std::shared_ptr<gloo::Context> context, std::chrono::milliseconds timeout)
-      : context_(std::move(context)), timeout_(timeout), frames_(context_->size) {
+      : context_(std::move(context)),
+        timeout_(timeout),
+        frames_(context_->size),
+        posted_ahead_(context_->size, 0) {
     for (auto& f : frames_) f.resize(kFrameBytes);
     for (int r = 0; r < context_->size; ++r)
       frame_bufs_.push_back(context_->createUnboundBuffer(frames_[r].data(), kFrameBytes));
@@ -33,16 +36,30 @@ class GlooControlChannel : public ControlChannel {
   int size() const override { return context_->size; }
   std::vector<int> lost_peers() const override { return {lost_.begin(), lost_.end()}; }
 
+  // Gloo sends a message only once the receiver has posted its receive, and the
+  // notice of that takes a trip between the hosts (and a wake-up of the sender's
+  // thread). Each cycle is a Gather then a Broadcast, so each side posts the next
+  // receive ahead: a peer posts the Broadcast's before it sends its Gather message,
+  // and the root posts the next cycle's Gather receives as its Broadcast ends. A
+  // message then leaves as soon as it is sent (across hosts, a cycle took ~0.45 ms
+  // at 10 Gbit/s, mostly such trips and wake-ups).
   Status Gather(const std::string& mine, std::vector<std::string>* all) override {
     const uint64_t slot = NextSlot();
     if (!broken_.ok()) return broken_;
-    if (rank() != 0) return Send(0, slot, mine, "send its requests to the coordinator (rank 0)");
+    if (rank() != 0) {
+      PostAhead(0, PeekSlot());  // the Broadcast's receive
+      return Send(0, slot, mine, "send its requests to the coordinator (rank 0)");
+    }
     all->assign(size(), std::string());
     (*all)[0] = mine;
     Status first;
     std::vector<bool> posted(size(), false);
     for (int r = 1; r < size(); ++r) {
       if (lost_.count(r)) continue;
+      if (TakePostedAhead(r, slot)) {
+        posted[r] = true;
+        continue;
+      }
       Status s = PostRecv(r, slot, "receive its requests");
       posted[r] = s.ok();
       if (!s.ok() && first.ok()) first = s;
@@ -80,14 +97,37 @@ class GlooControlChannel : public ControlChannel {
         Status s = FinishSend(r, r, "send the responses");
         if (!s.ok() && first.ok()) first = s;
       }
+      // The next cycle's Gather receives, into the frames just sent from.
+      for (int r = 1; r < size() && first.ok(); ++r)
+        if (!lost_.count(r)) PostAhead(r, PeekSlot());
       return first;
     }
-    HVD_RETURN_IF_ERROR(PostRecv(0, slot, "receive the responses from the coordinator"));
+    if (!TakePostedAhead(0, slot))
+      HVD_RETURN_IF_ERROR(PostRecv(0, slot, "receive the responses from the coordinator"));
     return FinishRecv(0, slot, msg, "receive the responses from the coordinator");
   }
 
  private:
   uint64_t NextSlot() { return kSlotPrefix | (counter_++ & kCounterMask); }
+  uint64_t PeekSlot() const { return kSlotPrefix | (counter_ & kCounterMask); }
+
+  // Posts the receive of `peer`'s frame for `slot` (a later call's) now. A failure
+  // is left for that call to meet, and report, when it posts the receive itself.
+  void PostAhead(int peer, uint64_t slot) {
+    try {
+      frame_bufs_[peer]->recv(peer, slot);
+      posted_ahead_[peer] = slot;
+    } catch (const std::exception&) {
+      posted_ahead_[peer] = 0;
+    }
+  }
+
+  // Whether the receive of `peer`'s frame for `slot` was posted ahead (and forgets it).
+  bool TakePostedAhead(int peer, uint64_t slot) {
+    const bool posted = posted_ahead_[peer] == slot;
+    posted_ahead_[peer] = 0;
+    return posted;
+  }
 
   // Posts the receive of `peer`'s frame. Gloo throws here, not only when waiting,
   // when the pair is already closed (the peer died since the last message).
@@ -188,6 +228,9 @@ class GlooControlChannel : public ControlChannel {
   std::vector<std::string> tail_data_;
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> tails_;
   uint64_t counter_ = 0;
+  // Per peer: the slot whose receive was posted ahead into its frame, or 0 (slots
+  // carry kSlotPrefix, so none is 0).
+  std::vector<uint64_t> posted_ahead_;
   Status broken_;
   std::set<int> lost_;
 };
