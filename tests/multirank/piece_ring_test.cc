@@ -31,6 +31,7 @@ using std::chrono::milliseconds;
 PieceRingOptions SmallRing() {
   PieceRingOptions o;
   o.segment_bytes = 96;
+  o.small_block_bytes = 0;  // every block in 96-byte segments
   o.direct_min_bytes = 40;
   o.max_scratch_bytes = 3 * 96;  // three receives ahead
   return o;
@@ -189,7 +190,8 @@ TEST_P(PieceRingTest, RandomLayoutsMatchTheReference) {
 INSTANTIATE_TEST_SUITE_P(Ranks, PieceRingTest, ::testing::Values(2, 3, 4));
 
 TEST(PieceRing, LargePiecesAreReducedInPlaceWithoutCopies) {
-  PieceRingOptions ring;  // the defaults: 1 MiB segments, 64 KiB in place
+  PieceRingOptions ring;  // the defaults: 1 MiB segments (4 MiB for small blocks), 64 KiB in place
+  ring.small_block_bytes = 0;
   RunGloo(2, ring, [&](int rank, GlooBackend& b) {
     const int64_t big = 300000;  // 1.2 MB: several segments, split between the blocks
     std::vector<float> x(big), y(big), small(100);
@@ -221,6 +223,26 @@ TEST(PieceRing, LargePiecesAreReducedInPlaceWithoutCopies) {
     EXPECT_EQ(small[99], 12.0f);
     EXPECT_EQ(other[49], 2.0f);
     EXPECT_EQ(x[big - 1], 4.0f * ((big - 1) % 17) + 2);
+  });
+}
+
+// Blocks of at most 8 MiB go in messages of up to 4 MiB, larger ones in 1 MiB
+// messages (the defaults); the results are the same either way.
+TEST(PieceRing, SmallBlocksTravelInFewerLargerMessages) {
+  RunGloo(2, PieceRingOptions(), [&](int rank, GlooBackend& b) {
+    // elements -> messages per rank: one per block and phase for blocks up to
+    // 4 MiB, two for 8 MiB, 1 MiB segments beyond (9 MiB blocks: 9 + 9).
+    const std::pair<int64_t, int64_t> cases[] = {
+        {1 << 20, 2}, {4 << 20, 4}, {(9 << 20) / 2, 18}};
+    for (const auto& [count, messages] : cases) {
+      std::vector<float> x(count), y(count);
+      for (int64_t i = 0; i < count; ++i) x[i] = static_cast<float>(i % 13 + rank);
+      std::vector<AllreducePiece> pieces = {{x.data(), y.data(), count}};
+      ASSERT_TRUE(b.AllreducePieces(pieces, DataType::kFloat32, ReduceOp::kSum, nullptr).ok());
+      EXPECT_EQ(b.ring_messages_sent(), messages) << count << " elements";
+      for (int64_t i = 0; i < count; i += 4099) ASSERT_EQ(y[i], 2.0f * (i % 13) + 1) << i;
+      ASSERT_EQ(y[count - 1], 2.0f * ((count - 1) % 13) + 1);
+    }
   });
 }
 

@@ -62,6 +62,7 @@ class GlooBackend : public Backend {
   const std::shared_ptr<gloo::Context>& context() const { return context_; }
   // Bytes the last AllreducePieces copied through its staging area.
   int64_t staged_bytes() const { return ring_.staged_bytes(); }
+  int64_t ring_messages_sent() const { return ring_.messages_sent(); }
 
  private:
   // Runs `fn`, turning a Gloo exception into a Status that names `what`.

@@ -104,8 +104,18 @@ void PieceRing::Ring(const std::vector<AllreducePiece>& pieces, DataType dtype, 
   if (static_cast<int64_t>(staging_.size()) < staged * elem) staging_.resize(staged * elem);
 
   // One block per rank (block b ends reduced on rank b; equal blocks, or the
-  // reduce-scatter's counts), each cut into segments at extent ends and every seg_max.
-  const int64_t seg_max = std::max<int64_t>(1, static_cast<int64_t>(options_.segment_bytes) / elem);
+  // reduce-scatter's counts), each cut into segments at extent ends and every
+  // seg_max: larger segments when every block is small (PieceRingOptions).
+  int64_t largest_block = 0;
+  for (int b = 0; b < size; ++b) {
+    const int64_t lo_b = scatter != nullptr ? 0 : total * b / size;
+    const int64_t hi_b = scatter != nullptr ? (*scatter)[b] : total * (b + 1) / size;
+    largest_block = std::max(largest_block, hi_b - lo_b);
+  }
+  const size_t seg_bytes = largest_block * elem <= static_cast<int64_t>(options_.small_block_bytes)
+                               ? std::max(options_.segment_bytes, options_.small_block_segment_bytes)
+                               : options_.segment_bytes;
+  const int64_t seg_max = std::max<int64_t>(1, static_cast<int64_t>(seg_bytes) / elem);
   std::vector<std::vector<Segment>> blocks(size);
   size_t x = 0;
   int64_t lo = 0;
@@ -191,9 +201,11 @@ void PieceRing::Ring(const std::vector<AllreducePiece>& pieces, DataType dtype, 
   };
 
   std::vector<Buffer*> sends;
+  messages_sent_ = 0;
   auto send = [&](const Place& p, int64_t count, uint64_t slot) {
     p.buf->send(next, slot, static_cast<size_t>(p.offset), static_cast<size_t>(count * elem));
     sends.push_back(p.buf);
+    ++messages_sent_;
   };
   auto post = [&](const Receive& rv) {
     const int64_t bytes = rv.seg->count * elem;
