@@ -8,7 +8,8 @@
 // buffer is the case of a single piece):
 //
 // - The logical buffer is split into one block per rank and each block into
-//   segments of at most `segment_bytes`. A tensor of at least `direct_min_bytes`
+//   segments of at most `segment_bytes` (of `small_block_segment_bytes` when no
+//   block exceeds `small_block_bytes`). A tensor of at least `direct_min_bytes`
 //   (or a smaller one with no small neighbour) is sent from, reduced into and
 //   received into its own memory. Runs of smaller tensors are gathered into a
 //   staging area segment by segment, right before the segment is first sent or
