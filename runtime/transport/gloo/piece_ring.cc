@@ -107,11 +107,10 @@ void PieceRing::Ring(const std::vector<AllreducePiece>& pieces, DataType dtype, 
   // reduce-scatter's counts), each cut into segments at extent ends and every
   // seg_max: larger segments when every block is small (PieceRingOptions).
   int64_t largest_block = 0;
-  for (int b = 0; b < size; ++b) {
-    const int64_t lo_b = scatter != nullptr ? 0 : total * b / size;
-    const int64_t hi_b = scatter != nullptr ? (*scatter)[b] : total * (b + 1) / size;
-    largest_block = std::max(largest_block, hi_b - lo_b);
-  }
+  for (int b = 0; b < size; ++b)
+    largest_block = std::max(largest_block, scatter != nullptr
+                                                ? (*scatter)[b]
+                                                : total * (b + 1) / size - total * b / size);
   const size_t seg_bytes = largest_block * elem <= static_cast<int64_t>(options_.small_block_bytes)
                                ? std::max(options_.segment_bytes, options_.small_block_segment_bytes)
                                : options_.segment_bytes;
