@@ -207,18 +207,16 @@ Status Runtime::EnqueueEntries(TensorEntry* entries, size_t n, int process_set,
     if (!loop_status_.ok()) return loop_status_;
     if (shutdown_requested_) return Status::ShutDown("the runtime is shutting down");
   }
-  const auto now = Clock::now();
   for (size_t i = 0; i < n; ++i) {
     entries[i].work = std::make_shared<Work>(entries[i].name);
-    entries[i].enqueued = now;
+    works[i] = entries[i].work;
   }
-  for (size_t i = 0; i < n; ++i) works[i] = entries[i].work;
   Status queued = comm->queue.Enqueue(entries, n);
   if (!queued.ok()) {
     for (size_t i = 0; i < n; ++i) works[i].reset();
     return queued;
   }
-  if (pacer_.OnEnqueue(now)) WakeLoop();
+  if (pacer_.OnEnqueue(Clock::now())) WakeLoop();
   return Status::OK();
 }
 

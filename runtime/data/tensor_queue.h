@@ -8,7 +8,6 @@
 #ifndef HVD_RUNTIME_DATA_TENSOR_QUEUE_H_
 #define HVD_RUNTIME_DATA_TENSOR_QUEUE_H_
 
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -45,7 +44,6 @@ struct TensorEntry {
   int64_t group_id = 0;
   int group_size = 0;
   std::shared_ptr<Work> work;
-  std::chrono::steady_clock::time_point enqueued;
   // Barriers only: run by the background thread when every rank has arrived
   // (process-set changes use it); its status completes the Work.
   std::function<Status()> loop_action;
