@@ -66,6 +66,7 @@ void PieceRing::Ring(const std::vector<AllreducePiece>& pieces, DataType dtype, 
   const ReduceFn reduce = GetReduceFn(dtype, op);
   const int n = static_cast<int>(pieces.size());
   staged_bytes_ = 0;
+  messages_sent_ = 0;
 
   std::vector<int64_t> pstart(n + 1, 0);
   for (int i = 0; i < n; ++i) pstart[i + 1] = pstart[i] + pieces[i].count;
@@ -200,7 +201,6 @@ void PieceRing::Ring(const std::vector<AllreducePiece>& pieces, DataType dtype, 
   };
 
   std::vector<Buffer*> sends;
-  messages_sent_ = 0;
   auto send = [&](const Place& p, int64_t count, uint64_t slot) {
     p.buf->send(next, slot, static_cast<size_t>(p.offset), static_cast<size_t>(count * elem));
     sends.push_back(p.buf);
