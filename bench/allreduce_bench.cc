@@ -5,7 +5,7 @@
 //   dprun -np 2 build/bench/allreduce_bench [--workload all|sizes|resnet50|small]
 //       [--iters N] [--budget SECONDS] [--csv FILE] [--mpi-csv FILE]
 //       [--resnet50-sizes FILE] [--peers LIST] [--barrier dprun|gloo]
-//       [--settle SECONDS] [--run N]
+//       [--settle SECONDS] [--run N] [--layout separate|bucket]
 //
 // Peers, all float32 sum, all out of place (send buffers are never modified):
 //   dprun            the C API. One buffer: hvd_allreduce. Many tensors: every
@@ -14,7 +14,8 @@
 //   gloo_fused       gloo::allreduce (ring, gloo::sum<float>) on its own Gloo
 //                    context. Many tensors: copied into one contiguous buffer, one
 //                    all-reduce, copied out; both copies are inside the timing, as
-//                    dprun's are. One buffer: copied send -> recv, reduced in place.
+//                    dprun's are. One buffer, or many in --layout bucket: copied
+//                    send -> recv, reduced in place.
 //   gloo_per_tensor  copy send -> recv and one gloo::allreduce per tensor (only
 //                    for workloads of more than one tensor).
 // --peers runs only the named peers (for profiling one of them).
@@ -28,6 +29,8 @@
 // how far apart the barrier released the ranks: on a loaded 2-core machine
 // Gloo's over loopback TCP released 2 ranks 0.07-0.9 ms apart, dprun's 38 us
 // apart (median; 180 us at most over 300 barriers).
+// --layout bucket lays each workload's tensors end to end in one send and one
+// receive buffer (a framework's gradient bucket) instead of one allocation each.
 // --mpi-csv adds the dprun/mpi ratio from an mpi_allreduce_bench CSV of the same
 // rank count (a separate run: that ratio is across runs).
 //
@@ -147,7 +150,7 @@ std::shared_ptr<gloo::Context> ConnectBenchContext(int rank, int size) {
 }
 
 std::vector<Peer> MakePeers(const Workload& w, Buffers* b, GlooComm* gloo,
-                            std::vector<float>* fused) {
+                            std::vector<float>* fused, bool bucket) {
   std::vector<Peer> peers;
   const size_t n = w.tensors.size();
   if (n == 1) {
@@ -176,7 +179,14 @@ std::vector<Peer> MakePeers(const Workload& w, Buffers* b, GlooComm* gloo,
                        hvd_handle_release(handles[t]);
                      }
                    }});
-  peers.push_back({"gloo_fused", [b, gloo, fused, n] {
+  if (bucket) {  // one buffer each way already: copied send -> recv, reduced in place
+    peers.push_back({"gloo_fused", [b, gloo, &w] {
+                       const size_t total = static_cast<size_t>(w.total_count());
+                       std::memcpy(b->recv[0].data(), b->send[0].data(), total * 4);
+                       gloo->SumRing(b->recv[0].data(), total);
+                     }});
+  } else {
+    peers.push_back({"gloo_fused", [b, gloo, fused, n] {
                      float* p = fused->data();
                      for (size_t t = 0; t < n; ++t) {
                        std::memcpy(p, b->send[t].data(), b->send[t].size() * 4);
@@ -189,6 +199,7 @@ std::vector<Peer> MakePeers(const Workload& w, Buffers* b, GlooComm* gloo,
                        p += b->recv[t].size();
                      }
                    }});
+  }
   peers.push_back({"gloo_per_tensor", [b, gloo, n] {
                      for (size_t t = 0; t < n; ++t) {
                        std::memcpy(b->recv[t].data(), b->send[t].data(), b->send[t].size() * 4);
@@ -205,6 +216,7 @@ struct Flags {
   std::string resnet50;
   std::string peers;  // comma list of peer names to run; empty: all
   bool dprun_barrier = true;
+  Layout layout = Layout::kSeparate;
   HarnessOptions harness;
 };
 
@@ -245,12 +257,16 @@ Flags ParseFlags(int argc, char** argv) {
       const std::string v = value();
       if (v != "dprun" && v != "gloo") Die("--barrier must be dprun or gloo, got '" + v + "'");
       f.dprun_barrier = v == "dprun";
+    } else if (a == "--layout") {
+      const std::string v = value();
+      if (!ParseLayout(v, &f.layout)) Die("--layout must be separate or bucket, got '" + v + "'");
     } else if (a == "--help" || a == "-h") {
       std::printf(
           "usage: dprun -np N allreduce_bench [--workload all|sizes|resnet50|small[,...]]\n"
           "         [--iters N] [--warmup N] [--budget SECONDS] [--csv FILE] [--mpi-csv FILE]\n"
           "         [--resnet50-sizes FILE] [--peers dprun,gloo_fused,gloo_per_tensor]\n"
-          "         [--barrier dprun|gloo] [--settle SECONDS] [--run N]\n");
+          "         [--barrier dprun|gloo] [--settle SECONDS] [--run N]\n"
+          "         [--layout separate|bucket]\n");
       std::exit(0);
     } else {
       Die("unknown argument '" + a + "' (try --help)");
@@ -279,9 +295,9 @@ int Main(int argc, char** argv) {
   std::vector<Result> results;
   for (const auto& w : workloads) {
     Buffers b;
-    FillBuffers(w, rank, &b);
+    FillBuffers(w, rank, &b, flags.layout);
     std::vector<float> fused;
-    auto peers = MakePeers(w, &b, &gloo, &fused);
+    auto peers = MakePeers(w, &b, &gloo, &fused, flags.layout == Layout::kBucket);
     if (!flags.peers.empty()) {
       const std::string list = "," + flags.peers + ",";
       peers.erase(std::remove_if(peers.begin(), peers.end(),

@@ -118,16 +118,37 @@ bool MakeWorkloads(const std::string& selection, const std::string& resnet50_pat
   return true;
 }
 
-void FillBuffers(const Workload& w, int rank, Buffers* b) {
+void FillBuffers(const Workload& w, int rank, Buffers* b, Layout layout) {
   const size_t n = w.tensors.size();
-  b->send.assign(n, {});
-  b->recv.assign(n, {});
+  const bool bucket = layout == Layout::kBucket;
+  b->send.clear();
+  b->recv.clear();
+  b->storage.assign(bucket ? 2 : 2 * n, {});
+  if (bucket) {
+    b->storage[0].resize(w.total_count());
+    b->storage[1].resize(w.total_count());
+  }
+  int64_t offset = 0;
   for (size_t t = 0; t < n; ++t) {
     const int64_t count = w.tensors[t].count;
-    b->send[t].resize(count);
-    b->recv[t].resize(count);
+    if (bucket) {
+      b->send.emplace_back(b->storage[0].data() + offset, count);
+      b->recv.emplace_back(b->storage[1].data() + offset, count);
+      offset += count;
+    } else {
+      b->storage[2 * t].resize(count);
+      b->storage[2 * t + 1].resize(count);
+      b->send.emplace_back(b->storage[2 * t].data(), count);
+      b->recv.emplace_back(b->storage[2 * t + 1].data(), count);
+    }
     for (int64_t i = 0; i < count; ++i) b->send[t][i] = static_cast<float>(rank + 1) * Factor(t, i);
   }
+}
+
+bool ParseLayout(const std::string& name, Layout* layout) {
+  if (name != "separate" && name != "bucket") return false;
+  *layout = name == "bucket" ? Layout::kBucket : Layout::kSeparate;
+  return true;
 }
 
 void PoisonReceive(Buffers* b) {

@@ -52,15 +52,43 @@ std::string ResNet50SizesPath(const std::string& flag, const std::string& repo);
 bool MakeWorkloads(const std::string& selection, const std::string& resnet50_path,
                    std::vector<Workload>* out, std::string* error);
 
-// The send and receive buffers of one workload on one rank: one allocation per
-// tensor, as a framework has.
-struct Buffers {
-  std::vector<std::vector<float>> send;
-  std::vector<std::vector<float>> recv;
+// One tensor's floats, owned by a Buffers.
+class FloatSpan {
+ public:
+  FloatSpan(float* data, size_t size) : data_(data), size_(size) {}
+  float* data() const { return data_; }
+  size_t size() const { return size_; }
+  float& operator[](size_t i) const { return data_[i]; }
+  float* begin() const { return data_; }
+  float* end() const { return data_ + size_; }
+
+ private:
+  float* data_;
+  size_t size_;
 };
 
-// Allocates the buffers and fills `send` with rank `rank`'s values.
-void FillBuffers(const Workload& w, int rank, Buffers* b);
+// How a workload's tensors lie in memory: each in an allocation of its own, as a
+// framework's parameters and gradients usually are (the default), or as
+// consecutive slices of one send and one receive buffer, as the gradients of a
+// bucket are under DDP's gradient_as_bucket_view or a flat-parameter optimizer.
+enum class Layout { kSeparate, kBucket };
+
+// The send and receive buffers of one workload on one rank. Movable, not
+// copyable (the spans point into `storage`).
+struct Buffers {
+  std::vector<FloatSpan> send;
+  std::vector<FloatSpan> recv;
+  std::vector<std::vector<float>> storage;
+  Buffers() = default;
+  Buffers(Buffers&&) = default;
+  Buffers& operator=(Buffers&&) = default;
+};
+
+// Allocates the buffers in `layout` and fills `send` with rank `rank`'s values.
+void FillBuffers(const Workload& w, int rank, Buffers* b, Layout layout = Layout::kSeparate);
+
+// "separate" or "bucket"; false for anything else.
+bool ParseLayout(const std::string& name, Layout* layout);
 
 // Fills every receive buffer with the sentinel.
 void PoisonReceive(Buffers* b);

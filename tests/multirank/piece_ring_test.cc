@@ -3,7 +3,8 @@
 // small (staged), large (in place), empty, spanning several segments and blocks, in
 // place and not; bitwise identical on every rank; large pieces never copied; the
 // finish callback once per element; the reduce-scatter half alone (uneven blocks); a
-// peer that never comes is a timeout.
+// peer that never comes is a timeout; small pieces end to end in memory (each
+// rank's own layout) sent without copies.
 #include "runtime/transport/gloo/gloo_backend.h"
 
 #include <gmock/gmock.h>
@@ -187,6 +188,56 @@ TEST_P(PieceRingTest, RandomLayoutsMatchTheReference) {
   });
 }
 
+// Each rank lays its pieces out its own way: slices of one input and one output
+// buffer, with random gaps between some (so runs of pieces end to end in memory
+// of every length), or apart. Which stretches a rank sends straight from memory
+// is its own choice: the messages, and the results, must not depend on it.
+TEST_P(PieceRingTest, EachRanksOwnMemoryLayoutGivesTheSameResults) {
+  const int size = GetParam();
+  RunGloo(size, SmallRing(), [&](int rank, GlooBackend& b) {
+    std::mt19937 gen(777);               // the same counts and types on every rank
+    std::mt19937 local(31 + 17 * rank);  // this rank's layout
+    for (int trial = 0; trial < 40; ++trial) {
+      const DataType t = kTypes[gen() % std::size(kTypes)];
+      const ReduceOp op = kOps[gen() % std::size(kOps)];
+      const int n = 1 + static_cast<int>(gen() % 14);
+      std::vector<int64_t> counts(n);
+      for (auto& c : counts)
+        c = gen() % 5 == 0 ? 0 : (gen() % 4 == 0 ? 20 + gen() % 90 : 1 + gen() % 8);
+      const size_t elem = DataTypeSize(t);
+      const uint32_t seed = 9000 + trial * 40;
+      const bool in_place = local() % 2;
+      const int gaps = static_cast<int>(local() % 3);  // 0: none, 1: some, 2: apart
+      int64_t total = 0;
+      for (int64_t c : counts) total += c;
+      std::vector<uint8_t> in_slab((total + n) * elem), out_slab((total + n) * elem, 0xee);
+      std::vector<int64_t> at(n);
+      int64_t pos = 0;
+      for (int i = 0; i < n; ++i) {
+        if (gaps == 2 || (gaps == 1 && local() % 3 == 0)) ++pos;  // one element apart
+        at[i] = pos;
+        const auto input = RankInput(rank, counts[i], t, seed + i);
+        std::copy(input.begin(), input.end(), in_slab.begin() + pos * elem);
+        pos += counts[i];
+      }
+      std::vector<AllreducePiece> pieces;
+      for (int i = 0; i < n; ++i)
+        pieces.push_back({in_slab.data() + at[i] * elem,
+                          (in_place ? in_slab.data() : out_slab.data()) + at[i] * elem, counts[i]});
+      const Status s = b.AllreducePieces(pieces, t, op, nullptr);
+      ASSERT_TRUE(s.ok()) << "trial " << trial << ": " << s.ToString();
+      const auto& result = in_place ? in_slab : out_slab;
+      for (int i = 0; i < n; ++i) {
+        const auto expect = RankOrderReduction(size, counts[i], t, op, seed + i);
+        EXPECT_TRUE(std::equal(expect.begin(), expect.end(), result.begin() + at[i] * elem))
+            << "rank " << rank << " trial " << trial << " piece " << i << " of " << n << " ("
+            << DataTypeName(t) << " " << ReduceOpName(op) << ", gaps " << gaps
+            << (in_place ? ", in place)" : ")");
+      }
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, PieceRingTest, ::testing::Values(2, 3, 4));
 
 TEST(PieceRing, LargePiecesAreReducedInPlaceWithoutCopies) {
@@ -223,6 +274,37 @@ TEST(PieceRing, LargePiecesAreReducedInPlaceWithoutCopies) {
     EXPECT_EQ(small[99], 12.0f);
     EXPECT_EQ(other[49], 2.0f);
     EXPECT_EQ(x[big - 1], 4.0f * ((big - 1) % 17) + 2);
+  });
+}
+
+// Small tensors that are views of one buffer (a framework's gradient bucket) are
+// sent from, reduced in and received into that memory: nothing is staged. Apart,
+// the same tensors go through the staging area.
+TEST(PieceRing, SmallPiecesEndToEndInMemoryAreNotCopied) {
+  RunGloo(2, PieceRingOptions(), [&](int rank, GlooBackend& b) {
+    const int n = 1000, each = 1024;  // 1000 x 4 KiB
+    std::vector<float> in(n * each), out(n * each, -1.0f);
+    for (int64_t i = 0; i < n * each; ++i) in[i] = static_cast<float>(i % 7 + rank);
+    for (bool in_place : {false, true}) {
+      std::vector<AllreducePiece> pieces;
+      float* const to = in_place ? in.data() : out.data();
+      for (int t = 0; t < n; ++t) pieces.push_back({in.data() + t * each, to + t * each, each});
+      ASSERT_TRUE(b.AllreducePieces(pieces, DataType::kFloat32, ReduceOp::kSum, nullptr).ok());
+      EXPECT_EQ(b.staged_bytes(), 0) << (in_place ? "in place" : "out of place");
+      const std::vector<float>& got = in_place ? in : out;
+      for (int64_t i = 0; i < n * each; i += 1013) ASSERT_EQ(got[i], 2.0f * (i % 7) + 1) << i;
+      ASSERT_EQ(got[n * each - 1], 2.0f * ((n * each - 1) % 7) + 1);
+    }
+    // Each tensor one element after the last: none end to end, all staged.
+    std::vector<float> spread(n * (each + 1), 1.0f);
+    std::vector<AllreducePiece> pieces;
+    for (int t = 0; t < n; ++t)
+      pieces.push_back({spread.data() + t * (each + 1), spread.data() + t * (each + 1), each});
+    ASSERT_TRUE(b.AllreducePieces(pieces, DataType::kFloat32, ReduceOp::kSum, nullptr).ok());
+    // Half gathered, half reduced into the staging area, all scattered out.
+    EXPECT_EQ(b.staged_bytes(), 2 * int64_t{n} * each * 4);
+    EXPECT_EQ(spread[0], 2.0f);
+    EXPECT_EQ(spread[each], 1.0f);  // the gap, untouched
   });
 }
 

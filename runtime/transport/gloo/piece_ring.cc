@@ -23,10 +23,19 @@ struct Extent {
   int64_t stage_off;  // staged: element offset in the staging area
 };
 
-// A message: `count` logical elements from `start`, inside one extent.
+// A message: `count` logical elements from `start`, inside one extent, and where
+// this rank reads and writes them: in the staging area, or straight in memory (a
+// large piece, or small pieces that lie end to end in memory, inputs and outputs
+// alike). That is each rank's own choice: the messages are the same either way.
 struct Segment {
   int extent;
   int64_t start, count;
+  bool staged = false;
+  const uint8_t* in = nullptr;  // direct: the first element's input and output
+  uint8_t* out = nullptr;
+  gloo::transport::UnboundBuffer* in_buf = nullptr;  // direct: sent from, at in_off
+  gloo::transport::UnboundBuffer* out_buf = nullptr;  // received into, sent from
+  int64_t in_off = 0, out_off = 0;                    // byte offsets in those buffers
 };
 
 // One receive from the previous rank, in the order they arrive.
@@ -102,7 +111,6 @@ void PieceRing::Ring(const std::vector<AllreducePiece>& pieces, DataType dtype, 
     }
     staged += count;
   }
-  if (static_cast<int64_t>(staging_.size()) < staged * elem) staging_.resize(staged * elem);
 
   // One block per rank (block b ends reduced on rank b; equal blocks, or the
   // reduce-scatter's counts), each cut into segments at extent ends and every
@@ -155,38 +163,43 @@ void PieceRing::Ring(const std::vector<AllreducePiece>& pieces, DataType dtype, 
   if (static_cast<int64_t>(scratch_.size()) < slots * seg_max * elem)
     scratch_.resize(slots * seg_max * elem);
 
-  // Gloo buffers: scratch, staging, and each large piece's input and output.
+  // This rank's memory runs: consecutive non-empty pieces whose inputs and outputs
+  // both lie end to end (views of one buffer, as a framework's gradient buckets
+  // are) form one stretch of memory, which a segment inside it is sent from,
+  // reduced in and received into without copies. run[i]: the first piece of i's run.
+  std::vector<int> run(n, -1);
+  std::vector<int64_t> run_count(n, 0);  // at a run's first piece: its elements
+  for (int i = 0, last = -1; i < n; ++i) {
+    if (pieces[i].count == 0) continue;
+    const bool joins =
+        last >= 0 &&
+        static_cast<const uint8_t*>(pieces[last].in) + pieces[last].count * elem == pieces[i].in &&
+        static_cast<uint8_t*>(pieces[last].out) + pieces[last].count * elem == pieces[i].out;
+    run[i] = joins ? run[last] : i;
+    run_count[run[i]] += pieces[i].count;
+    last = i;
+  }
+
+  // Gloo buffers: scratch, staging, and each memory run's input and output.
   std::unique_ptr<Buffer> scratch_buf =
       context_->createUnboundBuffer(scratch_.data(), scratch_.size());
-  std::unique_ptr<Buffer> staging_buf =
-      staged > 0 ? context_->createUnboundBuffer(staging_.data(), staged * elem) : nullptr;
+  std::unique_ptr<Buffer> staging_buf;
   std::vector<std::unique_ptr<Buffer>> in_bufs(n), out_bufs(n);
-  auto out_buf = [&](int i) {
-    if (!out_bufs[i])
-      out_bufs[i] = context_->createUnboundBuffer(pieces[i].out, pieces[i].count * elem);
-    return out_bufs[i].get();
+  auto out_buf = [&](int r) {
+    if (!out_bufs[r])
+      out_bufs[r] = context_->createUnboundBuffer(pieces[r].out, run_count[r] * elem);
+    return out_bufs[r].get();
   };
-  auto in_buf = [&](int i) {
-    if (pieces[i].in == pieces[i].out) return out_buf(i);
-    if (!in_bufs[i])
-      in_bufs[i] =
-          context_->createUnboundBuffer(const_cast<void*>(pieces[i].in), pieces[i].count * elem);
-    return in_bufs[i].get();
+  auto in_buf = [&](int r) {  // a run in place has one buffer
+    if (pieces[r].in == pieces[r].out) return out_buf(r);
+    if (!in_bufs[r])
+      in_bufs[r] =
+          context_->createUnboundBuffer(const_cast<void*>(pieces[r].in), run_count[r] * elem);
+    return in_bufs[r].get();
   };
 
-  // Where a segment's elements live: its Gloo buffer and the byte offset in it.
-  struct Place {
-    Buffer* buf;
-    int64_t offset;
-  };
-  auto out_place = [&](const Segment& seg) -> Place {
-    const Extent& e = extents[seg.extent];
-    if (e.staged) return {staging_buf.get(), (e.stage_off + seg.start - e.start) * elem};
-    return {out_buf(e.first), (seg.start - e.start) * elem};
-  };
-  uint8_t* const staging = staging_.data();
   // Calls f(piece, element offset in the piece, element offset in staging, count)
-  // for each part of a staged segment.
+  // for each part of a segment of a staged extent.
   auto for_parts = [&](const Segment& seg, auto&& f) {
     const Extent& e = extents[seg.extent];
     const int64_t end = seg.start + seg.count;
@@ -200,10 +213,46 @@ void PieceRing::Ring(const std::vector<AllreducePiece>& pieces, DataType dtype, 
     }
   };
 
+  // Where each segment lives on this rank: in one memory run, or staged.
+  bool any_staged = false;
+  for (auto& segs : blocks) {
+    for (Segment& seg : segs) {
+      const Extent& e = extents[seg.extent];
+      int first = e.first, one_run = run[e.first];
+      int64_t from = seg.start - e.start;
+      if (e.staged) {
+        first = -1;
+        for_parts(seg, [&](int i, int64_t f, int64_t, int64_t) {
+          if (first < 0) first = i, from = f, one_run = run[i];
+          if (run[i] != one_run) one_run = -1;
+        });
+      }
+      if (one_run < 0) {
+        seg.staged = any_staged = true;
+        seg.out_off = (e.stage_off + seg.start - e.start) * elem;
+        continue;
+      }
+      seg.in = static_cast<const uint8_t*>(pieces[first].in) + from * elem;
+      seg.out = static_cast<uint8_t*>(pieces[first].out) + from * elem;
+      seg.in_buf = in_buf(one_run);
+      seg.out_buf = out_buf(one_run);
+      seg.in_off = seg.in - static_cast<const uint8_t*>(pieces[one_run].in);
+      seg.out_off = seg.out - static_cast<uint8_t*>(pieces[one_run].out);
+    }
+  }
+  if (any_staged) {
+    if (static_cast<int64_t>(staging_.size()) < staged * elem) staging_.resize(staged * elem);
+    staging_buf = context_->createUnboundBuffer(staging_.data(), staged * elem);
+    for (auto& segs : blocks)
+      for (Segment& seg : segs)
+        if (seg.staged) seg.out_buf = staging_buf.get();
+  }
+  uint8_t* const staging = staging_.data();
+
   std::vector<Buffer*> sends;
-  auto send = [&](const Place& p, int64_t count, uint64_t slot) {
-    p.buf->send(next, slot, static_cast<size_t>(p.offset), static_cast<size_t>(count * elem));
-    sends.push_back(p.buf);
+  auto send = [&](Buffer* buf, int64_t offset, int64_t count, uint64_t slot) {
+    buf->send(next, slot, static_cast<size_t>(offset), static_cast<size_t>(count * elem));
+    sends.push_back(buf);
     ++messages_sent_;
   };
   auto post = [&](const Receive& rv) {
@@ -211,8 +260,8 @@ void PieceRing::Ring(const std::vector<AllreducePiece>& pieces, DataType dtype, 
     if (rv.reduce) {
       scratch_buf->recv(prev, rs_slot, static_cast<size_t>(rv.scratch), static_cast<size_t>(bytes));
     } else {
-      const Place p = out_place(*rv.seg);
-      p.buf->recv(prev, ag_slot, static_cast<size_t>(p.offset), static_cast<size_t>(bytes));
+      rv.seg->out_buf->recv(prev, ag_slot, static_cast<size_t>(rv.seg->out_off),
+                            static_cast<size_t>(bytes));
     }
   };
 
@@ -233,16 +282,15 @@ void PieceRing::Ring(const std::vector<AllreducePiece>& pieces, DataType dtype, 
 
   // Reduce-scatter step 0: this rank's own input of block `rank - 1`.
   for (const Segment& seg : block(rank - 1)) {
-    const Extent& e = extents[seg.extent];
-    if (e.staged) {
+    if (seg.staged) {
       for_parts(seg, [&](int i, int64_t from, int64_t at, int64_t c) {
         std::memcpy(staging + at * elem, static_cast<const uint8_t*>(pieces[i].in) + from * elem,
                     c * elem);
       });
       staged_bytes_ += seg.count * elem;
-      send(out_place(seg), seg.count, rs_slot);
+      send(staging_buf.get(), seg.out_off, seg.count, rs_slot);
     } else {
-      send({in_buf(e.first), (seg.start - e.start) * elem}, seg.count, rs_slot);
+      send(seg.in_buf, seg.in_off, seg.count, rs_slot);
     }
   }
 
@@ -250,36 +298,29 @@ void PieceRing::Ring(const std::vector<AllreducePiece>& pieces, DataType dtype, 
     post_ahead(k);
     const Receive& rv = receives[k];
     const Segment& seg = *rv.seg;
-    const Extent& e = extents[seg.extent];
-    const Place place = out_place(seg);
     if (rv.reduce) {
       scratch_buf->waitRecv();
       const uint8_t* got = scratch_.data() + rv.scratch;
-      if (e.staged) {
+      if (seg.staged) {
+        const int64_t at0 = seg.out_off / elem;
         for_parts(seg, [&](int i, int64_t from, int64_t at, int64_t c) {
           reduce(staging + at * elem, static_cast<const uint8_t*>(pieces[i].in) + from * elem,
-                 got + (at - (e.stage_off + seg.start - e.start)) * elem, static_cast<size_t>(c));
+                 got + (at - at0) * elem, static_cast<size_t>(c));
         });
         staged_bytes_ += seg.count * elem;
       } else {
-        const int64_t off = (seg.start - e.start) * elem;
-        reduce(static_cast<uint8_t*>(pieces[e.first].out) + off,
-               static_cast<const uint8_t*>(pieces[e.first].in) + off, got,
-               static_cast<size_t>(seg.count));
+        reduce(seg.out, seg.in, got, static_cast<size_t>(seg.count));
       }
-      if (rv.last_rs && finish) {
-        finish(e.staged ? staging + place.offset
-                        : static_cast<uint8_t*>(pieces[e.first].out) + place.offset,
-               seg.count);
-      }
+      if (rv.last_rs && finish) finish(seg.staged ? staging + seg.out_off : seg.out, seg.count);
     } else {
-      place.buf->waitRecv();
+      seg.out_buf->waitRecv();
     }
     // A reduce-scatter step's result goes on in the next one, or, finished, as the
     // allgather's first step.
-    if (rv.forward) send(place, seg.count, rv.reduce && !rv.last_rs ? rs_slot : ag_slot);
+    if (rv.forward)
+      send(seg.out_buf, seg.out_off, seg.count, rv.reduce && !rv.last_rs ? rs_slot : ag_slot);
     // This rank's final bytes of a staged segment go out to the tensors.
-    if (e.staged && (rv.last_rs || !rv.reduce)) {
+    if (seg.staged && (rv.last_rs || !rv.reduce)) {
       for_parts(seg, [&](int i, int64_t from, int64_t at, int64_t c) {
         std::memcpy(static_cast<uint8_t*>(pieces[i].out) + from * elem, staging + at * elem,
                     c * elem);

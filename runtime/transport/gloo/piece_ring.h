@@ -14,7 +14,11 @@
 //   received into its own memory. Runs of smaller tensors are gathered into a
 //   staging area segment by segment, right before the segment is first sent or
 //   reduced, and scattered out right after its final bytes arrive, so those copies
-//   overlap the segments still on the wire (one thread, no helper).
+//   overlap the segments still on the wire (one thread, no helper). A segment of
+//   small tensors that lie end to end in this rank's memory, inputs and outputs
+//   alike (views of one buffer: a framework's gradient bucket), is not staged but
+//   read and written in place like a large tensor. Segments are cut from the
+//   counts alone, so each rank chooses for its own memory and the messages match.
 // - Reduce-scatter then allgather, as in Gloo's ring: at reduce-scatter step s rank
 //   r sends block r-s-1 to r+1 and reduces block r-s-2 received from r-1; the block
 //   it holds fully reduced at the end (its own, r) is finished (averaged,
