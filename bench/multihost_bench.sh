@@ -10,8 +10,9 @@
 # (gloo_fused, packing included), torch.distributed's Gloo on one flat buffer of the
 # same size (bench/torch_gloo_peer.py; skipped without torch) and Gloo per tensor, for
 # $MH_WORKLOADS (default "resnet50 small"),
-# $MH_ITERS timed steps (default 10). Each host has its own /dev/shm, so ranks on
-# different hosts never share memory. Prints and writes OUT_DIR/multihost.md: each
+# $MH_ITERS timed steps (default 10), the tensors laid out as $MH_LAYOUT says
+# (allreduce_bench --layout: "separate", the default, or "bucket"). Each host has
+# its own /dev/shm, so ranks on different hosts never share memory. Prints and writes OUT_DIR/multihost.md: each
 # peer's median ms and its share of the ring all-reduce's link limit,
 # S*2(H-1)/H / rate. With several ranks per host dprun runs hierarchically or
 # flat, whichever it measured faster per size (HVD_HIERARCHICAL_ALLREDUCE=auto; it
@@ -27,6 +28,7 @@ np=$((hosts * slots))
 rates=${MH_RATES:-1gbit 10gbit}
 workloads=${MH_WORKLOADS:-resnet50 small}
 iters=${MH_ITERS:-10}
+layout=${MH_LAYOUT:-separate}
 dprun=$build/dprun
 bench=$build/bench/allreduce_bench
 peer=$(cd "$(dirname "$0")" && pwd)/torch_gloo_peer.py
@@ -104,7 +106,7 @@ ssh_flags="--ssh-identity-file $tmp/client_key --ssh-option StrictHostKeyCheckin
 --ssh-option UserKnownHostsFile=/dev/null --ssh-option LogLevel=ERROR"
 report=$out/multihost.md
 {
-  echo "# dprun across $hosts hosts (network namespaces, tc tbf), $slots rank(s) per host"
+  echo "# dprun across $hosts hosts (network namespaces, tc tbf), $slots rank(s) per host, $layout layout"
   echo
   echo "| rate | workload | MB | dprun ms | % of link | gloo fused ms | % of link | torch.distributed gloo ms | % of link | gloo per-tensor ms | dprun / best peer | dprun forced hierarchical / flat ms |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
@@ -116,7 +118,7 @@ for rate in $rates; do
     csv=$tmp/$rate-$w.csv
     # shellcheck disable=SC2086
     ip netns exec $tag-0 "$dprun" -np "$np" -H "$host_list" $ssh_flags \
-      "$bench" --workload "$w" --iters "$iters" --warmup 12 --csv "$csv" >$tmp/$rate-$w.log 2>&1 ||
+      "$bench" --workload "$w" --layout "$layout" --iters "$iters" --warmup 12 --csv "$csv" >$tmp/$rate-$w.log 2>&1 ||
       { echo "$0: $rate $w failed:" >&2; cat $tmp/$rate-$w.log >&2; exit 1; }
     grep -h "hvd: all-reduce of" $tmp/$rate-$w.log | sed 's/^\[[0-9]*\]<stderr>://' >&2 || true
     # Each path forced, dprun alone.
@@ -125,7 +127,7 @@ for rate in $rates; do
       for mode in 1 0; do
         # shellcheck disable=SC2086
         ip netns exec $tag-0 "$dprun" -np "$np" -H "$host_list" $ssh_flags \
-          -x HVD_HIERARCHICAL_ALLREDUCE=$mode "$bench" --workload "$w" --iters "$iters" \
+          -x HVD_HIERARCHICAL_ALLREDUCE=$mode "$bench" --workload "$w" --layout "$layout" --iters "$iters" \
           --peers dprun --csv "$csv.$mode" >$tmp/$rate-$w.$mode.log 2>&1 ||
           { echo "$0: $rate $w HVD_HIERARCHICAL_ALLREDUCE=$mode failed:" >&2;
             cat $tmp/$rate-$w.$mode.log >&2; exit 1; }
