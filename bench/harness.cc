@@ -228,8 +228,12 @@ std::string FormatTable(const std::vector<Result>& results, const std::vector<Re
     auto& m = by[wl];
     const Result* d = m.count("dprun") ? m["dprun"] : nullptr;
     const Result* gf = m.count("gloo_fused") ? m["gloo_fused"] : nullptr;
-    const Result* gt = m.count("gloo_per_tensor") ? m["gloo_per_tensor"] : gf;
     const Result* any = d ? d : gf ? gf : m.begin()->second;
+    // One tensor: per tensor is fused. Many, with the per-tensor peer left out
+    // (--peers): nothing to show.
+    const Result* gt = m.count("gloo_per_tensor") ? m["gloo_per_tensor"]
+                       : any->tensors == 1    ? gf
+                                              : nullptr;
     const Result* mp = best_mpi.count(wl) ? best_mpi[wl] : nullptr;
     std::string mpi_ms = "-";
     if (mp) mpi_ms = ms(mp) + (mp->peer == "mpi_per_tensor" && mp->tensors > 1 ? " (per-tensor)" : "");
