@@ -1,7 +1,6 @@
 #include "runtime/timeline.h"
 
 #include <cerrno>
-#include <cstring>
 
 namespace hvd {
 
@@ -9,7 +8,7 @@ Status Timeline::Open(const std::string& path, int rank, std::unique_ptr<Timelin
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr)
     return Status::InvalidArgument("cannot open timeline '" + path + "' for writing: " +
-                                   std::strerror(errno));
+                                   ErrnoText(errno));
   out->reset(new Timeline(f, path, rank));
   return Status::OK();
 }

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <system_error>
 #include <utility>
 
 #include "controller/launcher/local_spawner.h"
@@ -89,7 +88,7 @@ EnvVars FlagVariables(const LauncherOptions& options) {
 Status RandomHex(size_t bytes, std::string* out) {
   const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return Status::Internal("cannot open /dev/urandom: " + std::system_category().message(errno));
+    return Status::Internal("cannot open /dev/urandom: " + ErrnoText(errno));
   std::vector<unsigned char> raw(bytes);
   size_t got = 0;
   for (int tries = 0; got < bytes && tries < 100; ++tries) {

@@ -11,15 +11,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
-#include <system_error>
 
 extern char** environ;
 
 namespace hvd {
 namespace launcher {
 namespace {
-
-std::string ErrnoText(int err) { return std::system_category().message(err); }
 
 bool IsExecutableFile(const std::string& path) {
   struct stat st;

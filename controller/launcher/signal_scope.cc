@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <system_error>
 
 namespace hvd {
 namespace launcher {
@@ -38,7 +37,7 @@ Status SignalScope::Init() {
   ::sigaction(SIGPIPE, &ign, &old_pipe_);
   installed_ = true;
   fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-  if (fd_ < 0) return Status::Internal("signalfd failed: " + std::system_category().message(errno));
+  if (fd_ < 0) return Status::Internal("signalfd failed: " + ErrnoText(errno));
   return Status::OK();
 }
 

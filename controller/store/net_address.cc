@@ -10,12 +10,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <system_error>
 
 namespace hvd {
 namespace {
-
-std::string ErrnoText(int err) { return std::system_category().message(err); }
 
 std::string AddressText(const sockaddr* sa) {
   char buf[INET6_ADDRSTRLEN] = {0};

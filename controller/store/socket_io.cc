@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <system_error>
 
 #include "controller/store/net_address.h"
 
@@ -25,7 +24,6 @@ constexpr int kMaxPollMs = 1000;
 
 }  // namespace
 
-std::string ErrnoText(int err) { return std::system_category().message(err); }
 
 Status ListenTcp(const std::string& host, int port, int* fd_out, int* port_out) {
   addrinfo hints{};

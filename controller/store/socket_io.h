@@ -22,9 +22,6 @@
 
 namespace hvd {
 
-// The text of an errno value.
-std::string ErrnoText(int err);
-
 // Binds and listens on the first address of host:port that works (port 0 picks an
 // ephemeral one); *fd_out is the listening socket and *port_out the port it got.
 Status ListenTcp(const std::string& host, int port, int* fd_out, int* port_out);

@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 
 namespace hvd {
 
@@ -36,8 +35,7 @@ Status BindToCores(int local_rank, int local_size, std::vector<int>* cpus) {
   cpu_set_t mask;
   CPU_ZERO(&mask);
   if (::sched_getaffinity(0, sizeof(mask), &mask) != 0)
-    return Status::Internal(std::string("HVD_BIND_TO=core: cannot read this process's CPUs: ") +
-                            std::strerror(errno));
+    return Status::Internal("HVD_BIND_TO=core: cannot read this process's CPUs: " + ErrnoText(errno));
   std::vector<int> allowed;
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &mask)) allowed.push_back(c);
@@ -52,15 +50,14 @@ Status BindToCores(int local_rank, int local_size, std::vector<int>* cpus) {
   // follow too. A thread that exits meanwhile is no error.
   DIR* dir = ::opendir("/proc/self/task");
   if (dir == nullptr)
-    return Status::Internal(std::string("HVD_BIND_TO=core: cannot list this process's threads: ") +
-                            std::strerror(errno));
+    return Status::Internal("HVD_BIND_TO=core: cannot list this process's threads: " + ErrnoText(errno));
   Status status;
   while (dirent* e = ::readdir(dir)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     const pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
     if (::sched_setaffinity(tid, sizeof(bound), &bound) != 0 && errno != ESRCH && status.ok())
       status = Status::Internal("HVD_BIND_TO=core: cannot bind thread " + std::to_string(tid) +
-                                " to CPUs " + CpuListString(*cpus) + ": " + std::strerror(errno));
+                                " to CPUs " + CpuListString(*cpus) + ": " + ErrnoText(errno));
   }
   ::closedir(dir);
   return status;

@@ -2,8 +2,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <system_error>
 
 namespace hvd {
+
+std::string ErrnoText(int err) { return std::system_category().message(err); }
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {

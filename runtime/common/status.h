@@ -29,6 +29,9 @@ enum class StatusCode : int {
 // The stable name of a code, e.g. "HVD_MISMATCH".
 const char* StatusCodeName(StatusCode code);
 
+// The text of an errno value ("Connection refused"); thread-safe, unlike strerror.
+std::string ErrnoText(int err);
+
 class Status {
  public:
   Status() = default;

@@ -74,7 +74,7 @@ std::string Sanitize(const std::string& s) {
   return out;
 }
 
-std::string SysError(const std::string& what) { return what + ": " + std::strerror(errno); }
+std::string SysError(const std::string& what) { return what + ": " + ErrnoText(errno); }
 
 // Alive unless we can tell that it exited: gone from /proc, a zombie, or a new
 // process under a recycled pid.
