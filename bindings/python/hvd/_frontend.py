@@ -28,6 +28,9 @@ The adapter provides (t is a tensor of that framework):
   from_memory(address, nbytes, shape, like, stream) -> a new tensor of like's
       dtype and device holding a copy of the bytes (device memory when like is on
       a device; the copy is queued on `stream`, the placement's stream);
+  wrap_memory(address, nbytes, shape, like, owner) (optional) -> a tensor of
+      like's dtype over the bytes themselves (host memory, like a host tensor),
+      keeping `owner` referenced for as long as the memory is in use;
   int_list(splits) -> list of int; int32_vector(list) -> a framework int32 vector.
 
 Device tensors. A tensor whose placement has device >= 0 goes through the device
@@ -277,8 +280,15 @@ class Frontend:
                 "%s: needs a tensor with at least one dimension, got a scalar" % what)
         return buf, dtype, shape
 
-    def _result(self, c_handle, name, like, stream=None):
-        address, nbytes, shape = _handles.handle_result(c_handle, name)
+    def _result(self, handles, i, name, like, device, stream):
+        """The result that C handle handles[i] owns (an allgather's, alltoall's or
+        reducescatter's), as a tensor like `like` (placed on `device`, -1 for the
+        host). In host memory the tensor is made over the runtime's buffer without
+        a copy and takes the handle, which is released when the tensor is freed
+        (_handles.take); a device result is copied out."""
+        address, nbytes, shape = _handles.handle_result(handles[i], name)
+        if nbytes and device < 0 and hasattr(self.a, "wrap_memory"):
+            return self.a.wrap_memory(address, nbytes, shape, like, _handles.take(handles, i))
         return self.a.from_memory(address, nbytes, shape, like, stream)
 
     # ---- allreduce ------------------------------------------------------------------
@@ -376,8 +386,9 @@ class Frontend:
         places = [self._placement(b, nm, device_call) for (b, _, _), nm in zip(shaped, names)]
 
         def finish(handles):
-            return [self._result(h, nm, b, stream) for h, nm, (b, _, _), (_, stream, _)
-                    in zip(handles, names, shaped, places)]
+            return [self._result(handles, i, nm, b, device, stream)
+                    for i, (nm, (b, _, _), (device, stream, _))
+                    in enumerate(zip(names, shaped, places))]
         return tensors, base, names, shaped, shapes, places, finish
 
     def _enqueue_shaped(self, c_call, per_tensor, grouped, tensors, base, names, shaped,
@@ -486,8 +497,8 @@ class Frontend:
                        "hvd_alltoall_async(%s)" % full)
 
         def finish(handles):
-            out = self._result(handles[0], full, buf, stream)
-            return out, self.a.int32_vector(_handles.received_splits(handles[0], full))
+            splits = self.a.int32_vector(_handles.received_splits(handles[0], full))
+            return self._result(handles, 0, full, buf, device, stream), splits
         return _handles.register([c_handle.value], [full], (tensor, buf, c_shape, c_splits),
                                  finish, key=full, order=self._order(device, stream), owned=True)
 

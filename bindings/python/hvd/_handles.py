@@ -137,6 +137,31 @@ def register(c_handles, names, keepalive, finish, key=None, order=None, owned=Fa
     return _add(c_handles, names, keepalive, finish, key, order, owned)
 
 
+class ResultOwner:
+    """Owns a C handle whose result memory a tensor (or array) was made over,
+    without a copy: the handle, and with it that memory, lives until the last
+    reference to this object goes (the tensor's buffer holds it)."""
+    __slots__ = ("c_handle",)
+
+    def __init__(self, c_handle):
+        self.c_handle = c_handle
+
+    def __del__(self):
+        try:
+            _lib.lib().hvd_handle_release(self.c_handle)
+        except Exception:  # noqa: BLE001 (interpreter exit: the process frees it)
+            pass
+
+
+def take(c_handles, i):
+    """Takes C handle i out of the list a finish function was given: its slot
+    becomes None, so synchronize() does not release it, and the returned
+    ResultOwner releases it instead."""
+    owner = ResultOwner(c_handles[i])
+    c_handles[i] = None
+    return owner
+
+
 def abandon(c_handles, names, keepalive):
     """Takes the C handles of collectives that were enqueued although the call that
     enqueued them then failed (a device group is enqueued one tensor at a time, and
@@ -248,7 +273,8 @@ def synchronize(handle):
     finally:
         _remove(handle)
         for c_handle in entry.c_handles:
-            _lib.lib().hvd_handle_release(c_handle)
+            if c_handle is not None:  # (None: taken by finish, see take())
+                _lib.lib().hvd_handle_release(c_handle)
     raise failure
 
 
@@ -265,7 +291,8 @@ def _synchronize_one(handle, entry):
             return entry.finish(entry.c_handles)
     finally:
         _remove(handle)
-        lib.hvd_handle_release(c_handle)
+        if entry.c_handles[0] is not None:  # (None: taken by finish, see take())
+            lib.hvd_handle_release(c_handle)
     raise _lib.make_error(code, "collective %r" % entry.names[0])
 
 

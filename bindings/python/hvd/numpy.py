@@ -11,6 +11,7 @@ were given. Async calls return an int handle; synchronize(handle) returns the
 output (see hvd._frontend for what each call returns).
 """
 import ctypes
+import math
 
 import numpy as np
 
@@ -93,6 +94,15 @@ class _NumpyAdapter:
         if nbytes:
             ctypes.memmove(out.ctypes.data, address, nbytes)
         return out
+
+    def wrap_memory(self, address, nbytes, shape, like, owner):
+        raw = (ctypes.c_uint8 * nbytes).from_address(address)
+        raw.owner = owner  # the array's base is `raw`, which holds the owner
+        out = np.frombuffer(raw, dtype=like.dtype)
+        if out.size != math.prod(shape):
+            raise InternalError(
+                "result of %d bytes does not fill shape %s of %s" % (nbytes, shape, like.dtype))
+        return out.reshape(shape)
 
     def int_list(self, splits):
         return [int(s) for s in np.asarray(splits).reshape(-1)]

@@ -1,5 +1,6 @@
 """Async handles, poll and synchronize; in-place and non-contiguous tensors; buffer
 lifetime."""
+import ctypes
 import gc
 import time
 
@@ -10,6 +11,7 @@ import torch
 import hvd.numpy as hnp
 import hvd.torch as hvd
 from hvd import _handles
+from hvd import _lib
 
 
 def total_of_ranks():
@@ -184,3 +186,55 @@ def test_prepared_allreduce_keeps_the_name_rules():
     bad = _ops.prepare_allreduce("prepared.c", hvd.Sum, 1.0, 1.0, unregistered)
     with pytest.raises(hvd.InvalidArgumentError, match="not registered"):
         bad.start(torch.ones(2))
+
+
+def alive(c_handle):
+    """Whether the runtime still knows C handle `c_handle` (hvd_poll refuses a
+    released one)."""
+    done = ctypes.c_int()
+    return _lib.lib().hvd_poll(c_handle, ctypes.byref(done)) == _lib.SUCCESS
+
+
+@pytest.mark.parametrize("front", ["torch", "numpy"])
+def test_host_results_are_the_runtimes_memory_until_freed(monkeypatch, front):
+    """An allgather's, reducescatter's and alltoall's host result is made over the
+    runtime's own buffer (no copy): the tensor takes the C handle, which stays
+    alive while the tensor or a view of it does and is released once they are
+    freed; empty results take nothing."""
+    taken = []
+    take = _handles.take
+
+    def spy(c_handles, i):
+        taken.append(c_handles[i])
+        return take(c_handles, i)
+    monkeypatch.setattr(_handles, "take", spy)
+    n, r = hvd.size(), hvd.rank()
+    if front == "torch":
+        mod, x = hvd, torch.arange(6, dtype=torch.float64).reshape(3, 2) + 10 * r
+        values = lambda t: t.numpy()  # noqa: E731
+    else:
+        mod, x = hnp, np.arange(6, dtype=np.float64).reshape(3, 2) + 10 * r
+        values = lambda t: t  # noqa: E731
+    gathered = mod.allgather(x, name="owned.ag." + front)
+    scattered = mod.reducescatter(x * 0 + 1, op=mod.Sum, name="owned.rs." + front)
+    a2a = mod.alltoall(x[:n] if n <= 3 else x, name="owned.a2a." + front)
+    empty = mod.allgather(x[:0], name="owned.empty." + front)
+    assert len(taken) == 3 and all(alive(c) for c in taken)
+    np.testing.assert_array_equal(
+        values(gathered), np.concatenate([np.arange(6.0).reshape(3, 2) + 10 * k for k in range(n)]))
+    np.testing.assert_array_equal(values(scattered), np.full((len(values(scattered)), 2), n))
+    assert values(empty).shape == (0, 2)
+    if front == "numpy":
+        base = gathered
+        while isinstance(base, np.ndarray):
+            base = base.base
+        assert isinstance(base.owner, _handles.ResultOwner)  # the runtime's memory itself
+        del base
+    view = gathered[1:]
+    del gathered, a2a
+    gc.collect()
+    assert alive(taken[0]) and not alive(taken[2])  # the view holds the gather's memory
+    np.testing.assert_array_equal(values(view)[0], [2.0, 3.0])
+    del view, scattered
+    gc.collect()
+    assert not any(alive(c) for c in taken)

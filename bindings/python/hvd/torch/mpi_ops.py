@@ -28,6 +28,7 @@ size * sum_r L_r for reducescatter. The async and in-place calls are not
 differentiable.
 """
 import ctypes
+import math
 
 import torch
 
@@ -130,6 +131,15 @@ class _TorchAdapter:
         elif nbytes:
             ctypes.memmove(out.data_ptr(), address, nbytes)
         return out
+
+    def wrap_memory(self, address, nbytes, shape, like, owner):
+        raw = (ctypes.c_uint8 * nbytes).from_address(address)
+        raw.owner = owner  # the tensor's storage holds `raw`, and so the owner
+        out = torch.frombuffer(raw, dtype=like.dtype)
+        if out.numel() != math.prod(shape):
+            raise InternalError("result of %d bytes does not fill shape %s of %s"
+                                % (nbytes, shape, like.dtype))
+        return out.view(shape)
 
     def int_list(self, splits):
         if torch.is_tensor(splits):
