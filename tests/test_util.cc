@@ -108,6 +108,10 @@ std::vector<uint8_t> Encode(const std::vector<double>& v, DataType dtype) {
   return out;
 }
 
+std::vector<double> Decode(const ResultBytes& bytes, DataType dtype) {
+  return Decode(std::vector<uint8_t>(bytes.begin(), bytes.end()), dtype);
+}
+
 std::vector<double> Decode(const std::vector<uint8_t>& bytes, DataType dtype) {
   const size_t elem = DataTypeSize(dtype);
   std::vector<double> out(bytes.size() / elem);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/common/options.h"
+#include "runtime/data/work.h"
 #include "runtime/runtime.h"
 #include "tests/job_runner.h"  // RunCommand, for the tests that run a command.
 
@@ -43,6 +44,8 @@ std::vector<uint8_t> RankOrderReduction(int size, int64_t count, DataType dtype,
 // Encodes doubles as `dtype` elements, and back.
 std::vector<uint8_t> Encode(const std::vector<double>& v, DataType dtype);
 std::vector<double> Decode(const std::vector<uint8_t>& bytes, DataType dtype);
+// The same over a Work's result bytes.
+std::vector<double> Decode(const ResultBytes& bytes, DataType dtype);
 
 }  // namespace testing
 }  // namespace hvd

@@ -142,7 +142,7 @@ Status StagingOps::CopyBack(const Response& r, const std::vector<TensorEntry*>& 
                         what);
       continue;
     }
-    const std::vector<uint8_t>& result = staged.result();
+    const ResultBytes& result = staged.result();
     std::shared_ptr<void> device_result;
     HVD_RETURN_IF_ERROR(results_->Allocate(result.size(), stream_, CallerStream(e), &device_result));
     if (!result.empty())

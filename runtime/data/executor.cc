@@ -393,7 +393,12 @@ Status Executor::Reducescatter(const Response& r, const std::vector<TensorEntry*
   }
   Mark(r, Phase::kCopyIn, false);
 
-  uint8_t* mine = scratch_.Get(recv_counts[me] * elem);
+  // A lone tensor's share lands straight in its result; fused ones are split out
+  // of the scratch buffer.
+  const bool direct = n == 1 && entries[0] != nullptr;
+  if (direct) entries[0]->work->result().resize(recv_counts[me] * elem);
+  uint8_t* mine =
+      direct ? entries[0]->work->result().data() : scratch_.Get(recv_counts[me] * elem);
   Mark(r, Phase::kCollective, true);
   Status s = backend_->ReduceScatter(buf, mine, recv_counts, dtype, op);
   Mark(r, Phase::kCollective, false);
@@ -409,8 +414,8 @@ Status Executor::Reducescatter(const Response& r, const std::vector<TensorEntry*
     if (e == nullptr) continue;
     if (op == ReduceOp::kAverage) DivideBuffer(dtype, src, count, size);
     auto& out = e->work->result();
-    out.resize(count * elem);
-    ScaledCopy(dtype, out.data(), src, count, r.postscale_factor);
+    if (!direct) out.resize(count * elem);
+    ScaledCopy(dtype, out.data(), src, count, r.postscale_factor);  // in place if direct
     e->work->result_shape() = WithFirstDim(e->shape, rows(i, me));
     e->work->Complete(Status::OK());
   }

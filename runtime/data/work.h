@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/common/cpu_binding.h"
@@ -29,6 +30,29 @@
 #include "runtime/common/status.h"
 
 namespace hvd {
+
+// Bytes that resize() leaves uninitialised: a result is written in full by the
+// collective right after it is sized, so zeroing it first (and faulting its pages
+// in twice over) is waste; for a 32 MB allgather that pass was a fifth of the call.
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  DefaultInitAllocator() = default;
+  template <typename U>
+  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using ResultBytes = std::vector<uint8_t, DefaultInitAllocator<uint8_t>>;
 
 // The device side of a queued collective, as its Works hand it to consumers. No
 // CUDA type appears here: a stream is the caller's cudaStream_t as a void*.
@@ -155,7 +179,7 @@ class Work {
   // Runtime-owned results. Written by the background thread before Complete (a
   // device result and its shape and splits: before MarkEnqueued); read by the
   // caller only once ResultReady.
-  std::vector<uint8_t>& result() { return result_; }
+  ResultBytes& result() { return result_; }
   std::vector<int64_t>& result_shape() { return result_shape_; }
   std::vector<int64_t>& received_splits() { return received_splits_; }
   // For join: the last rank to join.
@@ -218,7 +242,7 @@ class Work {
   std::atomic<bool> enqueued_{false};      // fence_ is set
   std::shared_ptr<DeviceFence> fence_;     // guarded by mu_
   Status status_;
-  std::vector<uint8_t> result_;
+  ResultBytes result_;
   std::vector<int64_t> result_shape_;
   std::vector<int64_t> received_splits_;
   int64_t scalar_result_ = -1;
