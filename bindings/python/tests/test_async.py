@@ -217,7 +217,10 @@ def test_host_results_are_the_runtimes_memory_until_freed(monkeypatch, front):
         values = lambda t: t  # noqa: E731
     gathered = mod.allgather(x, name="owned.ag." + front)
     scattered = mod.reducescatter(x * 0 + 1, op=mod.Sum, name="owned.rs." + front)
-    a2a = mod.alltoall(x[:n] if n <= 3 else x, name="owned.a2a." + front)
+    rows = torch.arange(2.0 * n).reshape(n, 2) + 100 * r  # one row for each rank
+    a2a = mod.alltoall(rows if front == "torch" else rows.numpy(), name="owned.a2a." + front)
+    np.testing.assert_array_equal(values(a2a), [[2.0 * r + 100 * k, 2.0 * r + 1 + 100 * k]
+                                                for k in range(n)])
     empty = mod.allgather(x[:0], name="owned.empty." + front)
     assert len(taken) == 3 and all(alive(c) for c in taken)
     np.testing.assert_array_equal(
