@@ -153,6 +153,26 @@ class ResultOwner:
             pass
 
 
+class _ResultBytes:
+    """The bytes of a runtime-owned result, exposed through NumPy's array
+    interface (a ctypes array type per size would do too, but ctypes keeps every
+    such type forever), holding the result's owner for as long as an array made
+    over them lives."""
+    __slots__ = ("__array_interface__", "owner")
+
+    def __init__(self, address, nbytes, owner):
+        self.__array_interface__ = {"data": (address, False), "shape": (nbytes,),
+                                    "typestr": "|u1", "version": 3}
+        self.owner = owner
+
+
+def result_bytes(address, nbytes, owner):
+    """A writable uint8 NumPy array over `nbytes` at `address` that keeps `owner`
+    (a ResultOwner) alive: what a front end makes its result tensor over."""
+    import numpy as np
+    return np.asarray(_ResultBytes(address, nbytes, owner))
+
+
 def take(c_handles, i):
     """Takes C handle i out of the list a finish function was given: its slot
     becomes None, so synchronize() does not release it, and the returned

@@ -96,9 +96,7 @@ class _NumpyAdapter:
         return out
 
     def wrap_memory(self, address, nbytes, shape, like, owner):
-        raw = (ctypes.c_uint8 * nbytes).from_address(address)
-        raw.owner = owner  # the array's base is `raw`, which holds the owner
-        out = np.frombuffer(raw, dtype=like.dtype)
+        out = _handles.result_bytes(address, nbytes, owner).view(like.dtype)
         if out.size != math.prod(shape):
             raise InternalError(
                 "result of %d bytes does not fill shape %s of %s" % (nbytes, shape, like.dtype))

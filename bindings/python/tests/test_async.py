@@ -232,6 +232,7 @@ def test_host_results_are_the_runtimes_memory_until_freed(monkeypatch, front):
         while isinstance(base, np.ndarray):
             base = base.base
         assert isinstance(base.owner, _handles.ResultOwner)  # the runtime's memory itself
+        assert base.__array_interface__["data"][0] == gathered.ctypes.data
         del base
     view = gathered[1:]
     del gathered, a2a

@@ -133,9 +133,8 @@ class _TorchAdapter:
         return out
 
     def wrap_memory(self, address, nbytes, shape, like, owner):
-        raw = (ctypes.c_uint8 * nbytes).from_address(address)
-        raw.owner = owner  # the tensor's storage holds `raw`, and so the owner
-        out = torch.frombuffer(raw, dtype=like.dtype)
+        # The tensor's storage holds the bytes' array, and through it the owner.
+        out = torch.frombuffer(_handles.result_bytes(address, nbytes, owner), dtype=like.dtype)
         if out.numel() != math.prod(shape):
             raise InternalError("result of %d bytes does not fill shape %s of %s"
                                 % (nbytes, shape, like.dtype))
