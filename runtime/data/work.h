@@ -31,9 +31,9 @@
 
 namespace hvd {
 
-// Bytes that resize() leaves uninitialised: a result is written in full by the
-// collective right after it is sized, so zeroing it first (and faulting its pages
-// in twice over) is waste; for a 32 MB allgather that pass was a fifth of the call.
+// Bytes that resize() leaves uninitialised: every result is written in full by its
+// collective right after it is sized, so zeroing it first would be a wasted pass
+// over memory the collective writes anyway.
 template <typename T>
 struct DefaultInitAllocator : std::allocator<T> {
   template <typename U>
