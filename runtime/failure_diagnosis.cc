@@ -146,9 +146,14 @@ Status FailureDiagnosis::Diagnose(const Status& status) {
 
 void FailureDiagnosis::RecordJobFailure(const Status& failure) {
   int64_t order = 0;
-  if (!launcher_store_ || !launcher_store_->Add(keys::kJobFailureCount, 1, &order).ok() ||
-      order != 1)
+  if (!launcher_store_ || !launcher_store_->Add(keys::kJobFailureCount, 1, &order).ok()) return;
+  if (order != 1) {
+    // Another rank is recording it: wait (briefly) until it has, so this rank's exit
+    // cannot reach dprun before the cause does.
+    std::string first;
+    launcher_store_->Get(keys::kJobFailure, std::chrono::milliseconds(2000), &first);
     return;
+  }
   launcher_store_->Set(keys::kJobFailure,
                        std::string(StatusCodeName(failure.code())) + ": " + failure.message());
 }
@@ -157,9 +162,11 @@ Status FailureDiagnosis::AgreeOnFirstFailure(const Status& mine) {
   int64_t order = 0;
   if (!store_->Add(keys::kAbortCount, 1, &order).ok()) return mine;
   if (order == 1) {
+    // The launcher's record first: a rank that reads the reason may exit at once, and
+    // dprun names the job's cause when it sees that exit.
+    RecordJobFailure(mine);
     store_->Set(keys::kAbortReason,
                 std::to_string(static_cast<int>(mine.code())) + " " + mine.message());
-    RecordJobFailure(mine);
     return mine;
   }
   std::string reason;

@@ -73,7 +73,8 @@ class FailureDiagnosis {
 
   // Leaves `failure` for the launcher (keys::kJobFailure) unless a failure is there
   // already: one the job cannot continue after (AgreeOnFirstFailure's, or a tensor
-  // failed because a rank has shut down).
+  // failed because a rank has shut down). When another rank is recording one, waits
+  // (up to 2 s) until it is there, so no rank exits before dprun has the cause.
   void RecordJobFailure(const Status& failure);
 
   // The ranks other than this one whose heartbeat did not move within ~1.5 s

@@ -86,5 +86,66 @@ TEST(FailureDiagnosis, EveryRankReportsTheFirstFailure) {
   EXPECT_EQ(same.AgreeOnFirstFailure(cause).message(), cause.message());
 }
 
+// Forwards to an in-memory store; when the reason the other ranks read is set, notes
+// what the launcher's store holds for dprun at that moment.
+class WatchingStore : public Store {
+ public:
+  explicit WatchingStore(std::shared_ptr<Store> launcher) : launcher_(std::move(launcher)) {}
+  Status Set(const std::string& key, const std::string& value) override {
+    if (key == keys::kAbortReason)
+      launcher_had_ = launcher_->Get(keys::kJobFailure, std::chrono::milliseconds(0), &seen_).ok();
+    return base_->Set(key, value);
+  }
+  Status Get(const std::string& key, std::chrono::milliseconds timeout,
+             std::string* value) override {
+    return base_->Get(key, timeout, value);
+  }
+  Status Add(const std::string& key, int64_t delta, int64_t* result) override {
+    return base_->Add(key, delta, result);
+  }
+  Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    return base_->Wait(keys, timeout);
+  }
+  Status Delete(const std::string& key) override { return base_->Delete(key); }
+
+  bool launcher_had_ = false;
+  std::string seen_;
+
+ private:
+  const std::shared_ptr<Store> base_ = NewInMemoryStore();
+  const std::shared_ptr<Store> launcher_;
+};
+
+// Another rank exits as soon as it reads the first failure, and dprun names the job's
+// cause from its own store when it sees that exit: so the cause is there first.
+TEST(FailureDiagnosis, TheLauncherHasTheCauseBeforeAnotherRankCanReadIt) {
+  auto launcher = NewInMemoryStore();
+  auto store = std::make_shared<WatchingStore>(launcher);
+  FailureDiagnosis first(1, 3, store, launcher);
+  const Status cause(StatusCode::kTimeout, "rank 2 is gone or frozen");
+  EXPECT_EQ(first.AgreeOnFirstFailure(cause).message(), cause.message());
+  EXPECT_TRUE(store->launcher_had_);
+  EXPECT_EQ(store->seen_, "HVD_TIMEOUT: rank 2 is gone or frozen");
+}
+
+// A rank that finds another one recording the job's failure returns only once it is
+// recorded (it may exit next).
+TEST(FailureDiagnosis, ASecondRecordWaitsForTheFirstToLand) {
+  auto launcher = NewInMemoryStore();
+  int64_t order = 0;
+  ASSERT_TRUE(launcher->Add(keys::kJobFailureCount, 1, &order).ok());  // another rank's
+  std::thread other([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ASSERT_TRUE(launcher->Set(keys::kJobFailure, "HVD_SHUT_DOWN: rank 1 has shut down").ok());
+  });
+  FailureDiagnosis second(2, 3, NewInMemoryStore(), launcher);
+  second.RecordJobFailure(Status::ShutDown("rank 2: tensor x failed"));
+  std::string cause;
+  const bool recorded = launcher->Get(keys::kJobFailure, std::chrono::milliseconds(0), &cause).ok();
+  other.join();
+  EXPECT_TRUE(recorded);
+  EXPECT_EQ(cause, "HVD_SHUT_DOWN: rank 1 has shut down");
+}
+
 }  // namespace
 }  // namespace hvd
