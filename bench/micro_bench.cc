@@ -246,7 +246,7 @@ void BM_ControllerCycle(benchmark::State& state) {
   }
   ControllerOptions coordinator = QuietOptions(cache);
   StragglerTracker straggler(ranks);
-  coordinator.on_arrivals = [&straggler](const std::string&,
+  coordinator.on_arrivals = [&straggler](const std::string&, OpType,
                                          const std::vector<Clock::time_point>& arrivals,
                                          Clock::time_point, bool) { straggler.Record(arrivals); };
   Controller c(std::make_unique<HubChannel>(&hub, 0), std::move(coordinator));

@@ -246,8 +246,9 @@ void Controller::CoordinateCache(const std::vector<proto::RequestList>& lists,
         const uint32_t i = static_cast<uint32_t>(w * 64 + __builtin_ctzll(word));
         const bool tracked = TestBit(arrival_bits_, i);
         if ((all[w] >> (i % 64)) & 1)
-          options_.on_arrivals(cache_.request(i).name(), tracked ? bit_arrivals_[i] : together_,
-                               now, true);
+          options_.on_arrivals(cache_.request(i).name(),
+                               static_cast<OpType>(cache_.request(i).type()),
+                               tracked ? bit_arrivals_[i] : together_, now, true);
         if (tracked) ClearBit(&arrival_bits_, i);
       }
     }
@@ -378,7 +379,10 @@ void Controller::Coordinate(const std::vector<proto::RequestList>& lists, Clock:
       const auto& a = table_.last_arrival();
       options_.on_ready(name, a.last_rank, a.lag);
     }
-    if (options_.on_arrivals) options_.on_arrivals(name, table_.last_arrival().arrivals, now, false);
+    if (options_.on_arrivals) {
+      const auto& a = table_.last_arrival();
+      options_.on_arrivals(name, a.op, a.arrivals, now, false);
+    }
     if (resp.type() == proto::RESPONSE_JOIN) {
       joined_.clear();
       table_.SetJoined(joined_);

@@ -26,6 +26,7 @@
 #include "controller/autotuner.h"
 #include "runtime/common/control_channel.h"
 #include "controller/messages.pb.h"
+#include "runtime/common/types.h"
 #include "controller/negotiation.h"
 #include "controller/response_cache.h"
 #include "runtime/common/status.h"
@@ -52,11 +53,12 @@ struct ControllerOptions {
   // Called on the coordinator for each tensor when its last rank submitted it.
   std::function<void(const std::string& name, int last_rank, Clock::duration lag)> on_ready;
   // Called on the coordinator for each tensor that became ready, on the full path
-  // or from the cache, with when each rank submitted it (time_point{} for a rank
-  // that had joined) and when it became ready. Feeds the straggler report and the
-  // timeline.
-  std::function<void(const std::string& name, const std::vector<Clock::time_point>& arrivals,
-                     Clock::time_point ready, bool cached)>
+  // or from the cache, with its collective, when each rank submitted it
+  // (time_point{} for a rank that had joined) and when it became ready. Feeds the
+  // straggler report and the timeline.
+  std::function<void(const std::string& name, OpType op,
+                     const std::vector<Clock::time_point>& arrivals, Clock::time_point ready,
+                     bool cached)>
       on_arrivals;
 };
 

@@ -290,7 +290,9 @@ proto::Response MessageTable::BuildResponse(const std::string& name) {
       joined.push_back(r);
     }
   }
-  last_arrival_ = {e.last_rank, e.last_seen - e.first_seen, e.arrivals};
+  last_arrival_ = {e.last_rank, e.last_seen - e.first_seen,
+                   present.empty() ? OpType::kAllreduce : static_cast<OpType>(present[0].type()),
+                   e.arrivals};
 
   proto::Response resp;
   resp.add_names(name);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "controller/messages.pb.h"
+#include "runtime/common/types.h"
 
 namespace hvd {
 
@@ -76,6 +77,7 @@ class MessageTable {
   struct Arrival {
     int last_rank = -1;
     Clock::duration lag{};
+    OpType op = OpType::kAllreduce;  // the collective (the first submitting rank's)
     // When each rank submitted it; time_point{} for a rank that had joined.
     std::vector<Clock::time_point> arrivals;
   };

@@ -141,12 +141,12 @@ void CommunicatorFactory::InstallHooks(Communicator* comm, ControllerOptions* co
   // outlives.
   StragglerTracker* straggler = straggler_;
   const ActiveTimeline* timeline = timeline_;
-  copts->on_arrivals = [comm, straggler, timeline](const std::string& name,
+  copts->on_arrivals = [comm, straggler, timeline](const std::string& name, OpType op,
                                                    const std::vector<Clock::time_point>& arrivals,
                                                    Clock::time_point ready, bool cached) {
     if (comm->id == 0 && straggler) straggler->Record(arrivals);
     if (auto current = timeline->Current()) {
-      current->Negotiated(name, arrivals, ready, cached);
+      current->Negotiated(name, op, arrivals, ready, cached);
       comm->ready_at[name] = ready;
     }
   };

@@ -1,5 +1,6 @@
 #include "runtime/timeline.h"
 
+#include <cctype>
 #include <cerrno>
 
 namespace hvd {
@@ -93,15 +94,18 @@ int Timeline::Row(const std::string& name) {
   return row;
 }
 
-void Timeline::Negotiated(const std::string& name, const std::vector<Clock::time_point>& arrivals,
-                          Clock::time_point ready, bool cached) {
+void Timeline::Negotiated(const std::string& name, OpType op,
+                          const std::vector<Clock::time_point>& arrivals, Clock::time_point ready,
+                          bool cached) {
   Clock::time_point first = ready;
   for (const auto& t : arrivals)
     if (t != Clock::time_point{} && t < first) first = t;
   std::lock_guard<std::mutex> lock(mu_);
   if (closing_) return;
   const std::string head = "\"pid\": " + std::to_string(rank_) + ", \"tid\": " + std::to_string(Row(name));
-  buffer_ += "{\"name\": \"NEGOTIATE\", \"ph\": \"X\", " + head + ", \"ts\": " +
+  std::string phase = std::string("NEGOTIATE_") + OpTypeName(op);
+  for (char& c : phase) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  buffer_ += "{\"name\": \"" + phase + "\", \"ph\": \"X\", " + head + ", \"ts\": " +
              std::to_string(Micros(first)) + ", \"dur\": " + std::to_string(Micros(ready) - Micros(first)) +
              ", \"args\": {\"cached\": " + (cached ? "true" : "false") + "}},\n";
   for (size_t r = 0; r < arrivals.size(); ++r) {

@@ -1,8 +1,9 @@
 // Timeline: a Chrome/Perfetto trace (JSON) of every tensor's life on this rank.
 //
 // Each tensor gets its own row (a "thread" named after it) with:
-//   NEGOTIATE  first submission anywhere -> ready on every rank (coordinator only),
-//              with an instant mark per rank when that rank submitted it;
+//   NEGOTIATE_<OP>  (NEGOTIATE_ALLREDUCE, ..., as Horovod names it) first submission
+//              anywhere -> ready on every rank (coordinator only), with an instant
+//              mark per rank when that rank submitted it;
 //   WAIT       ready -> this rank starts executing it;
 //   COPY_IN, <COLLECTIVE>, COPY_OUT   the executor's phases (fused tensors share them).
 // Events are appended to an in-memory buffer (one short lock per event; nothing
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "runtime/common/status.h"
+#include "runtime/common/types.h"
 
 namespace hvd {
 
@@ -38,8 +40,11 @@ class Timeline {
   static Status Open(const std::string& path, int rank, std::unique_ptr<Timeline>* out);
   ~Timeline();
 
-  void Negotiated(const std::string& name, const std::vector<Clock::time_point>& arrivals,
-                  Clock::time_point ready, bool cached);
+  // NEGOTIATE_<OP> (Horovod's name, e.g. NEGOTIATE_ALLREDUCE) from the first
+  // arrival to `ready`, and a "rank <r> ready" mark per arrival.
+  void Negotiated(const std::string& name, OpType op,
+                  const std::vector<Clock::time_point>& arrivals, Clock::time_point ready,
+                  bool cached);
   // A span [begin, end) named `phase` on `name`'s row.
   void Span(const std::string& name, const char* phase, Clock::time_point begin,
             Clock::time_point end);

@@ -91,19 +91,24 @@ TEST(Timeline, TracesEveryPhaseOfEveryTensorAndStaysValidWhileRunning) {
         }
         for (auto& w : works) ASSERT_TRUE(w->Wait(std::chrono::milliseconds(20000)).ok());
       }
+      std::shared_ptr<Work> barrier;
+      ASSERT_TRUE(rt.Barrier(0, &barrier).ok());
+      ASSERT_TRUE(barrier->Wait(std::chrono::milliseconds(20000)).ok());
       if (rank == 0) {
         // Mid-run, the file already parses in the tolerant form.
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
         const std::string partial = TraceSummary(path, true);
-        EXPECT_THAT(partial, HasSubstr("NEGOTIATE layer0.grad"));
+        EXPECT_THAT(partial, HasSubstr("NEGOTIATE_ALLREDUCE layer0.grad"));
       }
     }, [&](RuntimeOptions& o) {
       o.timeline_path = path;
       o.cpu_operations = ops;
     });
     const std::string summary = TraceSummary(path, false);  // strict: closed with ]
-    for (const char* phase : {"NEGOTIATE", "WAIT", "ALLREDUCE"})
+    // Horovod's names: NEGOTIATE_<collective>, then the collective.
+    for (const char* phase : {"NEGOTIATE_ALLREDUCE", "WAIT", "ALLREDUCE"})
       EXPECT_THAT(summary, HasSubstr(std::string(phase) + " layer2.grad")) << ops << summary;
+    EXPECT_THAT(summary, HasSubstr("NEGOTIATE_BARRIER __barrier.0")) << ops << summary;
     EXPECT_THAT(summary, HasSubstr("COPY_IN layer2.grad")) << ops << summary;
     EXPECT_THAT(summary, Not(HasSubstr("COPY_IN layer0.grad"))) << ops << summary;
     EXPECT_THAT(summary, Not(HasSubstr("COPY_OUT"))) << ops << summary;

@@ -348,7 +348,7 @@ TEST(ControllerTest, OnArrivalsGivesEachRanksFirstCycleForCachedTensors) {
   std::vector<Seen> seen;
   ControllerOptions o = Options();
   o.cache_capacity = 16;
-  o.on_arrivals = [&](const std::string& name, const std::vector<Clock::time_point>& arrivals,
+  o.on_arrivals = [&](const std::string& name, OpType, const std::vector<Clock::time_point>& arrivals,
                       Clock::time_point ready, bool cached) {
     seen.push_back({name, arrivals, ready, cached});
   };
@@ -377,6 +377,27 @@ TEST(ControllerTest, OnArrivalsGivesEachRanksFirstCycleForCachedTensors) {
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_TRUE(seen[2].cached);
   EXPECT_EQ(seen[2].arrivals, (std::vector<Clock::time_point>{At(50), At(50), At(50)}));
+}
+
+// The timeline names the negotiation after the collective (NEGOTIATE_ALLGATHER), on
+// the full path and from the cache alike.
+TEST(ControllerTest, OnArrivalsNamesTheCollective) {
+  std::vector<std::pair<OpType, bool>> seen;
+  ControllerOptions o = Options();
+  o.cache_capacity = 16;
+  o.on_arrivals = [&](const std::string&, OpType op, const std::vector<Clock::time_point>&,
+                      Clock::time_point, bool cached) { seen.push_back({op, cached}); };
+  FakeJob job(2, o);
+  proto::Request gather = Allreduce("g", 4);
+  gather.set_type(proto::ALLGATHER);
+  for (int step = 0; step < 2; ++step) {
+    const proto::ResponseList out =
+        job.Cycle(Lists(2).Add(0, gather).Add(1, gather).lists, At(10 * step));
+    ASSERT_EQ(out.responses_size(), 1);
+  }
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], std::make_pair(OpType::kAllgather, false));
+  EXPECT_EQ(seen[1], std::make_pair(OpType::kAllgather, true));
 }
 
 // ---------------------------------------------------------------- errors and abort
