@@ -356,3 +356,16 @@ def test_distributed_optimizer_usage_errors(multi_rank):
     with pytest.raises(ValueError, match="backward_passes_per_step"):
         ht.DistributedOptimizer(make_sgd(model.parameters()), op=ht.Adasum,
                                 backward_passes_per_step=0)
+
+
+def test_distributed_optimizer_too_many_backward_passes(multi_rank):
+    model = make_model(8)
+    opt = ht.DistributedOptimizer(make_sgd(model.parameters()),
+                                  named_parameters=model.named_parameters(), op=ht.Adasum,
+                                  backward_passes_per_step=1)
+    x, y = batch(ht.rank(), 0, 0)
+    F.cross_entropy(model(x), y).backward()
+    with pytest.raises((AssertionError, RuntimeError), match="backward_passes_per_step"):
+        F.cross_entropy(model(x), y).backward()
+    opt.step()  # Completes the first pass's allreduces on every rank.
+    assert identical_across_ranks(flat_params(model), "adasum.opt.passes.check")

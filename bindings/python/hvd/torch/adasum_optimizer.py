@@ -28,6 +28,7 @@ import torch
 from hvd.basics import global_process_set
 from hvd.torch.compression import Compression
 from hvd.torch.mpi_ops import Adasum, allreduce_async_, synchronize
+from hvd.torch.optimizer import _count_backward_pass
 
 
 class _DistributedAdasumOptimizer(torch.optim.Optimizer):
@@ -109,17 +110,8 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         def hook(*ignore):
-            if p in self._handles and self._handles[p][0] is not None:
-                if self._allreduce_delay[p] <= 0:
-                    raise AssertionError(
-                        "Gradients were computed more than backward_passes_per_step times "
-                        "before call to step(). Increase backward_passes_per_step to "
-                        "accumulate gradients locally.")
-            assert not p.grad.requires_grad
-            assert self._allreduce_delay[p] > 0
             handle, ctx = None, None
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] == 0:
+            if _count_backward_pass(self, p):
                 handle, ctx = self._allreduce_delta_async(p)
             self._handles[p] = (handle, ctx)
         return hook

@@ -54,6 +54,21 @@ def _elastic_job():
     return os.environ.get("HOROVOD_ELASTIC") == "1" or elastic.generation() >= 0
 
 
+def _count_backward_pass(opt, p):
+    """A backward pass produced p's gradient: counts it against the optimizer's
+    backward_passes_per_step and says whether p's allreduce is due now. Raises when
+    the gradient was computed again after its allreduce started and before step()."""
+    if p in opt._handles and opt._handles[p][0] is not None and opt._allreduce_delay[p] <= 0:
+        raise AssertionError(
+            "Gradients were computed more than backward_passes_per_step times "
+            "before call to step(). Increase backward_passes_per_step to "
+            "accumulate gradients locally.")
+    assert not p.grad.requires_grad
+    assert opt._allreduce_delay[p] > 0
+    opt._allreduce_delay[p] -= 1
+    return opt._allreduce_delay[p] == 0
+
+
 def _write_grad(p, result):
     """Makes `result` p's gradient. The in-place allreduce wrote p.grad itself, so
     without compression there is nothing to do (no tensor op); a decompressed
@@ -232,17 +247,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         def hook(*ignore):
-            if p in self._handles and self._handles[p][0] is not None:
-                if self._allreduce_delay[p] <= 0:
-                    raise AssertionError(
-                        "Gradients were computed more than backward_passes_per_step times "
-                        "before call to step(). Increase backward_passes_per_step to "
-                        "accumulate gradients locally.")
-            assert not p.grad.requires_grad
-            assert self._allreduce_delay[p] > 0
             handle, ctx = None, None
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] == 0:
+            if _count_backward_pass(self, p):
                 if self._groups is not None:
                     group = self._p_to_group[p]
                     self._group_counts[group] += 1
