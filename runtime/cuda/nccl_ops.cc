@@ -423,11 +423,10 @@ Status NcclOps::Reducescatter(const Response& r, const std::vector<TensorEntry*>
   const int size = comm_->size();
   const int me = comm_->rank();
   const int n = static_cast<int>(r.names.size());
-  auto row = [&](int i) { return r.rank_dims[i] > 0 ? r.counts[i] / r.rank_dims[i] : 0; };
-  auto rows = [&](int i, int rank) { return ScatterRows(r.rank_dims[i], size, rank); };
-  std::vector<int64_t> recv_counts(size, 0);
-  for (int rank = 0; rank < size; ++rank)
-    for (int i = 0; i < n; ++i) recv_counts[rank] += rows(i, rank) * row(i);
+  const ScatterLayout layout(r, size);
+  auto row = [&](int i) { return layout.row(i); };
+  auto rows = [&](int i, int rank) { return layout.rows(i, rank); };
+  const std::vector<int64_t>& recv_counts = layout.counts;
   const int64_t block = *std::max_element(recv_counts.begin(), recv_counts.end());
   const bool even = std::all_of(recv_counts.begin(), recv_counts.end(),
                                 [&](int64_t c) { return c == block; });
@@ -470,8 +469,7 @@ Status NcclOps::Reducescatter(const Response& r, const std::vector<TensorEntry*>
   for (int rank = 0; rank < size; ++rank) {
     int64_t off = rank * block;
     for (int i = 0; i < n; ++i) {
-      int64_t first_row = 0;
-      for (int k = 0; k < rank; ++k) first_row += rows(i, k);
+      const int64_t first_row = layout.first_row(i, rank);
       const int64_t count = rows(i, rank) * row(i);
       if (entries[i] != nullptr && count > 0)
         in.push_back({At(entries[i]->input, first_row * row(i) * elem), At(buf, off * elem), count});

@@ -366,11 +366,10 @@ Status Executor::Reducescatter(const Response& r, const std::vector<TensorEntry*
   const int size = backend_->size();
   const int me = backend_->rank();
   const int n = static_cast<int>(r.names.size());
-  auto row = [&](int i) { return r.rank_dims[i] > 0 ? r.counts[i] / r.rank_dims[i] : 0; };
-  auto rows = [&](int i, int rank) { return ScatterRows(r.rank_dims[i], size, rank); };
-  std::vector<int64_t> recv_counts(size, 0);
-  for (int rank = 0; rank < size; ++rank)
-    for (int i = 0; i < n; ++i) recv_counts[rank] += rows(i, rank) * row(i);
+  const ScatterLayout layout(r, size);
+  auto row = [&](int i) { return layout.row(i); };
+  auto rows = [&](int i, int rank) { return layout.rows(i, rank); };
+  const std::vector<int64_t>& recv_counts = layout.counts;
   const int64_t total = std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0});
 
   Mark(r, Phase::kCopyIn, true);
@@ -378,8 +377,7 @@ Status Executor::Reducescatter(const Response& r, const std::vector<TensorEntry*
   int64_t off = 0;
   for (int rank = 0; rank < size; ++rank) {
     for (int i = 0; i < n; ++i) {
-      int64_t first_row = 0;
-      for (int k = 0; k < rank; ++k) first_row += rows(i, k);
+      const int64_t first_row = layout.first_row(i, rank);
       const int64_t count = rows(i, rank) * row(i);
       if (entries[i] != nullptr) {
         ScaledCopy(dtype, buf + off * elem,

@@ -40,6 +40,33 @@ inline int64_t ScatterRows(int64_t dim0, int size, int r) {
   return dim0 / size + (r < dim0 % size ? 1 : 0);
 }
 
+// The rows of a (fused) reduce-scatter response `r` among `size` ranks, as the host
+// and device executors lay their fusion buffers out: tensor i's first dimension
+// (r.rank_dims[i]) splits by ScatterRows, each row of r.counts[i] / rank_dims[i]
+// elements.
+struct ScatterLayout {
+  ScatterLayout(const Response& r, int size) : response(r), ranks(size), counts(size, 0) {
+    for (int rank = 0; rank < size; ++rank)
+      for (size_t i = 0; i < r.names.size(); ++i)
+        counts[rank] += rows(static_cast<int>(i), rank) * row(static_cast<int>(i));
+  }
+  // Elements in one row of tensor i.
+  int64_t row(int i) const {
+    return response.rank_dims[i] > 0 ? response.counts[i] / response.rank_dims[i] : 0;
+  }
+  // Rows of tensor i that `rank` receives, and the first of them.
+  int64_t rows(int i, int rank) const { return ScatterRows(response.rank_dims[i], ranks, rank); }
+  int64_t first_row(int i, int rank) const {
+    int64_t first = 0;
+    for (int k = 0; k < rank; ++k) first += rows(i, k);
+    return first;
+  }
+
+  const Response& response;
+  const int ranks;
+  std::vector<int64_t> counts;  // elements each rank receives, over every tensor
+};
+
 // `shape` with its first dimension replaced by d0 (a scalar becomes {d0}).
 inline std::vector<int64_t> WithFirstDim(const std::vector<int64_t>& shape, int64_t d0) {
   std::vector<int64_t> out = shape.empty() ? std::vector<int64_t>{0} : shape;
