@@ -1,8 +1,10 @@
 #include "controller/launcher/job_setup.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 
@@ -52,11 +54,33 @@ Status ChooseAddresses(const LauncherOptions& options, std::vector<HostSlots>* h
   return Status::OK();
 }
 
-// Resolves the command for local ranks and ssh for remote ones (step 5).
+// `path` and the directories above it, as mkdir -p.
+Status MakeDirs(const std::string& path) {
+  for (size_t at = path.find('/', 1);; at = path.find('/', at + 1)) {
+    const std::string dir = path.substr(0, at);
+    struct stat st {};
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+      return Status::Internal("cannot create " + dir + ": " + ErrnoText(errno));
+    if (at == std::string::npos) {
+      if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        return Status::Internal(dir + " is not a directory");
+      return Status::OK();
+    }
+  }
+}
+
+// Resolves the command for local ranks and ssh for remote ones (step 5), and makes
+// the --output-filename directory.
 Status ResolveCommands(const LauncherOptions& options, bool any_local, bool any_remote,
                        RankCommand* command, int* exit_code) {
   command->argv = options.command;
   command->grace_period_s = options.grace_period_s;
+  if (!options.output_dir.empty()) {
+    HVD_RETURN_IF_ERROR(MakeDirs(options.output_dir).Prepend("--output-filename"));
+    command->output_dir = options.output_dir;
+    const int last = std::max(options.num_ranks, options.max_np) - 1;
+    command->rank_digits = static_cast<int>(std::to_string(std::max(last, 0)).size());
+  }
   if (any_local) {
     *exit_code = 127;
     HVD_RETURN_IF_ERROR(ResolveCommand(options.command[0], &command->exe));
@@ -82,6 +106,7 @@ EnvVars FlagVariables(const LauncherOptions& options) {
   if (!options.timeline_path.empty()) vars.emplace_back("HVD_TIMELINE", options.timeline_path);
   if (!options.bind_to.empty()) vars.emplace_back("HVD_BIND_TO", options.bind_to);
   if (options.straggler_report) vars.emplace_back("HVD_STRAGGLER_REPORT", "1");
+  for (const auto& var : options.flag_variables) vars = MergeVariables(vars, {var});  // later wins
   return vars;
 }
 

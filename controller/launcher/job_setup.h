@@ -46,7 +46,9 @@ Status SetUpJob(const LauncherOptions& options, const Reporter& reporter, JobSet
                 int* exit_code);
 
 // The variables dprun's own flags give every rank: HVD_TIMELINE (--timeline),
-// HVD_BIND_TO (--bind-to) and HVD_STRAGGLER_REPORT=1 (--straggler-report). Pure.
+// HVD_BIND_TO (--bind-to), HVD_STRAGGLER_REPORT=1 (--straggler-report) and those of
+// horovodrun's tuning flags (LauncherOptions::flag_variables; the last of a name
+// wins). Pure.
 EnvVars FlagVariables(const LauncherOptions& options);
 
 // `bytes` random bytes from /dev/urandom, hex-encoded (2 * bytes characters).

@@ -27,6 +27,7 @@ int Launcher::Run() {
     reporter.Message("nothing to run");
     return 2;
   }
+  for (const std::string& notice : options_.notices) reporter.Message(notice);
   // Declared first, so it outlives the store server's thread.
   SignalScope signals;
   Status s = signals.Init();
@@ -62,8 +63,10 @@ int DprunMain(int argc, char** argv) {
     WriteFully(2, "dprun: " + s.message() + "\n\n" + LauncherUsage());
     return 2;
   }
-  if (options.help) {
-    WriteFully(1, LauncherUsage());
+  if (options.help || options.version || options.check_build) {
+    WriteFully(1, options.help      ? LauncherUsage()
+                  : options.version ? LauncherVersion()
+                                    : LauncherBuildCheck());
     return 0;
   }
   return Launcher(std::move(options)).Run();

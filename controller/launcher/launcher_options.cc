@@ -15,7 +15,8 @@ namespace launcher {
 namespace {
 
 // One command-line flag. `value_name` is null for a flag that takes no value, in
-// which case `apply` receives an empty string.
+// which case `apply` receives an empty string; else it has one word per value the
+// flag takes ("LO HI": two, given to `apply` joined by a space).
 struct FlagSpec {
   const char* name;
   const char* alias;  // May be null.
@@ -99,7 +100,7 @@ const FlagSpec kFlags[] = {
        HVD_RETURN_IF_ERROR(ParseHostList(v, &hosts));
        return SetHosts(f, std::move(hosts), o);
      }},
-    {"--hostfile", nullptr, "FILE", nullptr,
+    {"-hostfile", "--hostfile", "FILE", nullptr,
      "read the hosts from FILE, one 'host slots=N' per line", false,
      [](const std::string& f, const std::string& v, LauncherOptions* o) {
        return ReadHostfile(f, v, o);
@@ -111,7 +112,7 @@ const FlagSpec kFlags[] = {
          return Status::InvalidUsage(f + " expects a port in 1..65535, got '" + v + "'");
        return Status::OK();
      }},
-    {"--ssh-identity-file", nullptr, "FILE", nullptr, "the private key ssh uses (ssh -i FILE)",
+    {"-i", "--ssh-identity-file", "FILE", nullptr, "the private key ssh uses (ssh -i FILE)",
      false,
      [](const std::string& f, const std::string& v, LauncherOptions* o) {
        if (v.empty()) return Status::InvalidUsage(f + " expects a file name");
@@ -170,6 +171,15 @@ const FlagSpec kFlags[] = {
        o->timeline_path = v;
        return Status::OK();
      }},
+    {"--output-filename", nullptr, "DIR", nullptr,
+     "also write each rank's output lines to DIR/rank.<rank>/stdout and stderr (the rank "
+     "zero-padded; the files are replaced)",
+     false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       if (v.empty()) return Status::InvalidUsage(f + " expects a directory");
+       o->output_dir = v;
+       return Status::OK();
+     }},
     {"--straggler-report", nullptr, nullptr, "off",
      "at the end of the job, print rank 0's report of which ranks tensors waited on last, "
      "and for how long (sets HVD_STRAGGLER_REPORT=1 for the ranks)",
@@ -183,7 +193,7 @@ const FlagSpec kFlags[] = {
        o->verbose = true;
        return Status::OK();
      }},
-    {"--min-np", nullptr, "N", nullptr,
+    {"--min-np", "--min-num-proc", "N", nullptr,
      "elastic job: a failed rank does not end the job while at least N ranks remain; "
      "the others rejoin in a new generation (hvd.elastic.run; docs/elastic.md)",
      false,
@@ -192,7 +202,7 @@ const FlagSpec kFlags[] = {
        if (o->min_np < 1) return Status::InvalidUsage(f + " expects N >= 1, got '" + v + "'");
        return Status::OK();
      }},
-    {"--max-np", nullptr, "N", "-np", "elastic job: at most N ranks at once", false,
+    {"--max-np", "--max-num-proc", "N", "-np", "elastic job: at most N ranks at once", false,
      [](const std::string& f, const std::string& v, LauncherOptions* o) {
        HVD_RETURN_IF_ERROR(ParseInt(f, v, &o->max_np));
        if (o->max_np < 1) return Status::InvalidUsage(f + " expects N >= 1, got '" + v + "'");
@@ -227,12 +237,277 @@ const FlagSpec kFlags[] = {
        o->help = true;
        return Status::OK();
      }},
+    {"-v", "--version", nullptr, nullptr, "print dprun's version and exit", false,
+     [](const std::string&, const std::string&, LauncherOptions* o) {
+       o->version = true;
+       return Status::OK();
+     }},
+    {"-cb", "--check-build", nullptr, nullptr,
+     "print the frameworks, controllers and tensor operations this build has (horovodrun's "
+     "form) and exit",
+     false,
+     [](const std::string&, const std::string&, LauncherOptions* o) {
+       o->check_build = true;
+       return Status::OK();
+     }},
+};
+
+// horovodrun's flags (Horovod 0.28), so that its command lines run unchanged. Each
+// tuning flag sets the HVD_* variable it stands for; the rest are honoured as dprun's
+// own flags, accepted with a notice where dprun has nothing to tune, or refused with
+// the reason where running on would not do what the user asked.
+Status SetVar(LauncherOptions* o, const char* name, const std::string& value) {
+  o->flag_variables.emplace_back(name, value);
+  return Status::OK();
+}
+
+Status NoEffect(const std::string& flag, const char* why, LauncherOptions* o) {
+  o->notices.push_back(flag + " has no effect: " + why);
+  return Status::OK();
+}
+
+Status ParseCount(const std::string& flag, const std::string& value, int64_t* out) {
+  int v = 0;
+  if (!ParseInt(flag, value, &v).ok() || v < 0)
+    return Status::InvalidUsage(flag + " expects an integer >= 0, got '" + value + "'");
+  *out = v;
+  return Status::OK();
+}
+
+// A number of seconds (or milliseconds) >= 0, passed on as written.
+Status SetNumberVar(const std::string& flag, const std::string& value, const char* name,
+                    LauncherOptions* o) {
+  double unused = 0;
+  if (!ParseSeconds(flag, value, &unused).ok())
+    return Status::InvalidUsage(flag + " expects a number >= 0, got '" + value + "'");
+  return SetVar(o, name, value);
+}
+
+Status SetCountVar(const std::string& flag, const std::string& value, const char* name,
+                   LauncherOptions* o) {
+  int64_t n = 0;
+  HVD_RETURN_IF_ERROR(ParseCount(flag, value, &n));
+  return SetVar(o, name, std::to_string(n));
+}
+
+constexpr char kAutotuneWhy[] =
+    "dprun's autotuner scores each setting over a fixed window (HVD_AUTOTUNE_WINDOW)";
+constexpr char kTimestampWhy[] = "dprun's lines carry no timestamps";
+
+const FlagSpec kHorovodrunFlags[] = {
+    {"--fusion-threshold-mb", nullptr, "MB", nullptr, "HVD_FUSION_THRESHOLD, in MiB", false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       int64_t mb = 0;
+       HVD_RETURN_IF_ERROR(ParseCount(f, v, &mb));
+       return SetVar(o, "HVD_FUSION_THRESHOLD", std::to_string(mb << 20));
+     }},
+    {"--cycle-time-ms", nullptr, "MS", nullptr, "HVD_CYCLE_TIME", false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       return SetNumberVar(f, v, "HVD_CYCLE_TIME", o);
+     }},
+    {"--cache-capacity", nullptr, "N", nullptr, "HVD_CACHE_CAPACITY", false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       return SetCountVar(f, v, "HVD_CACHE_CAPACITY", o);
+     }},
+    {"--disable-cache", nullptr, nullptr, nullptr, "HVD_CACHE_CAPACITY=0", false,
+     [](const std::string&, const std::string&, LauncherOptions* o) {
+       return SetVar(o, "HVD_CACHE_CAPACITY", "0");
+     }},
+    {"--hierarchical-allreduce", nullptr, nullptr, nullptr, "HVD_HIERARCHICAL_ALLREDUCE=1", false,
+     [](const std::string&, const std::string&, LauncherOptions* o) {
+       return SetVar(o, "HVD_HIERARCHICAL_ALLREDUCE", "1");
+     }},
+    {"--no-hierarchical-allreduce", nullptr, nullptr, nullptr, "HVD_HIERARCHICAL_ALLREDUCE=0",
+     false,
+     [](const std::string&, const std::string&, LauncherOptions* o) {
+       return SetVar(o, "HVD_HIERARCHICAL_ALLREDUCE", "0");
+     }},
+    {"--autotune", nullptr, nullptr, nullptr, "HVD_AUTOTUNE=1", false,
+     [](const std::string&, const std::string&, LauncherOptions* o) {
+       return SetVar(o, "HVD_AUTOTUNE", "1");
+     }},
+    {"--no-autotune", nullptr, nullptr, nullptr, "HVD_AUTOTUNE=0", false,
+     [](const std::string&, const std::string&, LauncherOptions* o) {
+       return SetVar(o, "HVD_AUTOTUNE", "0");
+     }},
+    {"--autotune-log-file", nullptr, "FILE", nullptr, "HVD_AUTOTUNE_LOG", false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       if (v.empty()) return Status::InvalidUsage(f + " expects a file name");
+       return SetVar(o, "HVD_AUTOTUNE_LOG", v);
+     }},
+    {"--timeline-filename", nullptr, "PATH", nullptr, "--timeline PATH", false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       if (v.empty()) return Status::InvalidUsage(f + " expects a file name");
+       o->timeline_path = v;
+       return Status::OK();
+     }},
+    {"--timeline-mark-cycles", nullptr, nullptr, nullptr, "HVD_TIMELINE_MARK_CYCLES=1", false,
+     [](const std::string&, const std::string&, LauncherOptions* o) {
+       return SetVar(o, "HVD_TIMELINE_MARK_CYCLES", "1");
+     }},
+    {"--no-timeline-mark-cycles", nullptr, nullptr, nullptr, "HVD_TIMELINE_MARK_CYCLES=0", false,
+     [](const std::string&, const std::string&, LauncherOptions* o) {
+       return SetVar(o, "HVD_TIMELINE_MARK_CYCLES", "0");
+     }},
+    {"--no-stall-check", nullptr, nullptr, nullptr,
+     "HVD_STALL_CHECK_DISABLE=1 (no stall warnings; HVD_STALL_SHUTDOWN_TIME still ends a "
+     "stall)",
+     false,
+     [](const std::string&, const std::string&, LauncherOptions* o) {
+       return SetVar(o, "HVD_STALL_CHECK_DISABLE", "1");
+     }},
+    {"--stall-check", nullptr, nullptr, nullptr, "HVD_STALL_CHECK_DISABLE=0", false,
+     [](const std::string&, const std::string&, LauncherOptions* o) {
+       return SetVar(o, "HVD_STALL_CHECK_DISABLE", "0");
+     }},
+    {"--stall-check-warning-time-seconds", nullptr, "S", nullptr, "HVD_STALL_CHECK_TIME", false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       return SetNumberVar(f, v, "HVD_STALL_CHECK_TIME", o);
+     }},
+    {"--stall-check-shutdown-time-seconds", nullptr, "S", nullptr, "HVD_STALL_SHUTDOWN_TIME",
+     false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       return SetNumberVar(f, v, "HVD_STALL_SHUTDOWN_TIME", o);
+     }},
+    {"--gloo-timeout-seconds", nullptr, "S", nullptr, "HVD_TIMEOUT", false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       double s = 0;
+       HVD_RETURN_IF_ERROR(ParseSeconds(f, v, &s));
+       if (s <= 0) return Status::InvalidUsage(f + " expects seconds > 0, got '" + v + "'");
+       return SetVar(o, "HVD_TIMEOUT", v);
+     }},
+    {"--elastic-timeout", nullptr, "S", nullptr, "HVD_ELASTIC_TIMEOUT", false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       return SetNumberVar(f, v, "HVD_ELASTIC_TIMEOUT", o);
+     }},
+    {"--tcp", nullptr, nullptr, nullptr, "NCCL_IB_DISABLE=1", false,
+     [](const std::string&, const std::string&, LauncherOptions* o) {
+       return SetVar(o, "NCCL_IB_DISABLE", "1");
+     }},
+    {"--network-interfaces", nullptr, "IFACE", nullptr, "--network-interface (one interface)",
+     false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       if (v.empty()) return Status::InvalidUsage(f + " expects an interface name");
+       if (v.find(',') != std::string::npos)
+         return Status::InvalidUsage(f + ": dprun uses one interface, got '" + v + "'");
+       o->network_interface = v;
+       return Status::OK();
+     }},
+    {"--gloo", nullptr, nullptr, nullptr, "accepted: dprun's ranks always coordinate over Gloo",
+     false, [](const std::string&, const std::string&, LauncherOptions*) { return Status::OK(); }},
+    {"--hierarchical-allgather", nullptr, nullptr, nullptr, "no effect", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, "dprun's allgather is not hierarchical", o);
+     }},
+    {"--no-hierarchical-allgather", nullptr, nullptr, nullptr, "no effect", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, "dprun's allgather is not hierarchical", o);
+     }},
+    {"--torus-allreduce", nullptr, nullptr, nullptr, "no effect", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, "dprun has no torus all-reduce", o);
+     }},
+    {"--no-torus-allreduce", nullptr, nullptr, nullptr, "no effect", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, "dprun has no torus all-reduce", o);
+     }},
+    {"--autotune-warmup-samples", nullptr, "N", nullptr, "no effect", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, kAutotuneWhy, o);
+     }},
+    {"--autotune-steps-per-sample", nullptr, "N", nullptr, "no effect", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, kAutotuneWhy, o);
+     }},
+    {"--autotune-bayes-opt-max-samples", nullptr, "N", nullptr, "no effect", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, kAutotuneWhy, o);
+     }},
+    {"--autotune-gaussian-process-noise", nullptr, "X", nullptr, "no effect", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, kAutotuneWhy, o);
+     }},
+    {"--blacklist-cooldown-range", nullptr, "LO HI", nullptr, "no effect", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, "dprun keeps a failing host out for 60 s", o);
+     }},
+    {"--mpi-threads-disable", nullptr, nullptr, nullptr, "no effect", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, "dprun does not use MPI", o);
+     }},
+    {"--no-mpi-threads-disable", nullptr, nullptr, nullptr, "no effect", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, "dprun does not use MPI", o);
+     }},
+    {"--num-nccl-streams", nullptr, "N", nullptr, "no effect", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, "dprun runs each device's collectives on its own stream", o);
+     }},
+    {"--thread-affinity", nullptr, "N", nullptr, "no effect (see --bind-to)", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, "use --bind-to core to bind each rank to its own CPUs", o);
+     }},
+    {"--log-level", nullptr, "LEVEL", nullptr, "no effect", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, "dprun's runtime logs only warnings and errors", o);
+     }},
+    {"--log-with-timestamp", nullptr, nullptr, nullptr, "no effect", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, kTimestampWhy, o);
+     }},
+    {"--log-without-timestamp", "--log-hide-timestamp", nullptr, nullptr, "accepted", false,
+     [](const std::string&, const std::string&, LauncherOptions*) { return Status::OK(); }},
+    {"--no-log-hide-timestamp", nullptr, nullptr, nullptr, "no effect", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, kTimestampWhy, o);
+     }},
+    {"--prefix-output-with-timestamp", "-prefix-timestamp", nullptr, nullptr, "no effect", false,
+     [](const std::string& f, const std::string&, LauncherOptions* o) {
+       return NoEffect(f, kTimestampWhy, o);
+     }},
+    {"--mpi", nullptr, nullptr, nullptr, "refused: dprun does not run MPI", false,
+     [](const std::string& f, const std::string&, LauncherOptions*) {
+       return Status::InvalidUsage(f + ": dprun starts its ranks itself and does not run MPI; "
+                                       "drop " + f);
+     }},
+    {"--jsrun", nullptr, nullptr, nullptr, "refused: dprun does not launch through jsrun", false,
+     [](const std::string& f, const std::string&, LauncherOptions*) {
+       return Status::InvalidUsage(f + ": dprun starts its ranks itself (locally or over ssh); "
+                                       "give the hosts with -H or --hostfile");
+     }},
+    {"--mpi-args", nullptr, "ARGS", nullptr, "refused: dprun does not run mpirun", false,
+     [](const std::string& f, const std::string&, LauncherOptions*) {
+       return Status::InvalidUsage(f + ": dprun does not run mpirun, so it has no use for "
+                                       "mpirun's arguments; drop " + f);
+     }},
+    {"--binding-args", nullptr, "ARGS", nullptr, "refused: mpirun's (see --bind-to)", false,
+     [](const std::string& f, const std::string&, LauncherOptions*) {
+       return Status::InvalidUsage(f + ": these are mpirun's; dprun binds ranks to CPUs with "
+                                       "--bind-to core");
+     }},
+    {"--config-file", nullptr, "FILE", nullptr, "refused: dprun reads no config file", false,
+     [](const std::string& f, const std::string&, LauncherOptions*) {
+       return Status::InvalidUsage(f + ": dprun reads no config file; give its settings as "
+                                       "flags or HVD_* variables");
+     }},
 };
 
 const FlagSpec* FindFlag(const std::string& name) {
+  auto named = [&](const FlagSpec& f) {
+    return name == f.name || (f.alias != nullptr && name == f.alias);
+  };
   for (const FlagSpec& f : kFlags)
-    if (name == f.name || (f.alias != nullptr && name == f.alias)) return &f;
+    if (named(f)) return &f;
+  for (const FlagSpec& f : kHorovodrunFlags)
+    if (named(f)) return &f;
   return nullptr;
+}
+
+// How many values a flag takes: the words of its value name.
+size_t ValueCount(const FlagSpec& f) {
+  if (f.value_name == nullptr) return 0;
+  const std::string words = f.value_name;
+  return 1 + static_cast<size_t>(std::count(words.begin(), words.end(), ' '));
 }
 
 // "  --name V    help text..." with the help word-wrapped into a column.
@@ -281,21 +556,24 @@ Status ParseLauncherArgs(const std::vector<std::string>& args, LauncherOptions* 
     const FlagSpec* flag = FindFlag(name);
     if (flag == nullptr) return Status::InvalidUsage("unknown option '" + name + "'");
     std::string value;
-    if (flag->value_name == nullptr) {
+    const size_t values = ValueCount(*flag);
+    if (values == 0) {
       if (eq != std::string::npos)
         return Status::InvalidUsage("option " + name + " takes no value");
-    } else if (eq != std::string::npos) {
+    } else if (eq != std::string::npos && values == 1) {
       value = arg.substr(eq + 1);
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
+    } else if (eq == std::string::npos && i + values < args.size()) {
+      for (size_t k = 0; k < values; ++k) value += (k > 0 ? " " : "") + args[++i];
     } else {
-      return Status::InvalidUsage("option " + name + " needs a value " + flag->value_name);
+      return Status::InvalidUsage("option " + name + " needs " +
+                                  (values == 1 ? "a value " : "the values ") + flag->value_name +
+                                  (values == 1 ? "" : std::string(" as separate arguments")));
     }
     HVD_RETURN_IF_ERROR(flag->apply(name, value, &opts));
     seen.push_back(flag);
   }
   opts.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-  if (!opts.help) {
+  if (!opts.help && !opts.version && !opts.check_build) {
     for (const FlagSpec& f : kFlags) {
       if (f.required && std::find(seen.begin(), seen.end(), &f) == seen.end())
         return Status::InvalidUsage(std::string("missing ") + f.name + " " + f.value_name + " (" +
@@ -340,6 +618,15 @@ std::string LauncherUsage() {
     u += WrapOption(names, help);
   }
   u += "\n"
+       "horovodrun's flags, so that its command lines run unchanged (each sets the\n"
+       "variable named for every rank, or does as said):\n";
+  for (const FlagSpec& f : kHorovodrunFlags) {
+    std::string names = std::string("  ") + f.name;
+    if (f.alias != nullptr) names += std::string(", ") + f.alias;
+    if (f.value_name != nullptr) names += std::string(" ") + f.value_name;
+    u += WrapOption(names, f.help);
+  }
+  u += "\n"
        "each rank's environment:\n"
        "  HVD_RANK, HVD_SIZE, HVD_LOCAL_RANK, HVD_LOCAL_SIZE, HVD_CROSS_RANK,\n"
        "  HVD_CROSS_SIZE, HVD_STORE_ADDR (host:port), HVD_STORE_SECRET, HVD_GLOO_HOSTNAME,\n"
@@ -355,6 +642,38 @@ std::string LauncherUsage() {
        "  127      the command was not found\n"
        "  130/143  dprun was interrupted by SIGINT/SIGTERM\n";
   return u;
+}
+
+std::string LauncherVersion() { return std::string("dprun ") + DPRUN_VERSION + "\n"; }
+
+// horovodrun --check-build's table, with what this build has. The PyTorch and NumPy
+// bindings are Python over libhvd, so they are always there (torch is needed at
+// import time only).
+std::string LauncherBuildCheck() {
+#ifdef HVD_HAVE_CUDA
+  const char* nccl = "X";
+#else
+  const char* nccl = " ";
+#endif
+  return std::string("dprun v") + DPRUN_VERSION +
+         ":\n"
+         "\n"
+         "Available Frameworks:\n"
+         "    [ ] TensorFlow\n"
+         "    [X] PyTorch\n"
+         "    [ ] MXNet\n"
+         "\n"
+         "Available Controllers:\n"
+         "    [ ] MPI\n"
+         "    [X] Gloo\n"
+         "\n"
+         "Available Tensor Operations:\n"
+         "    [" + nccl + "] NCCL\n"
+         "    [ ] DDL\n"
+         "    [ ] CCL\n"
+         "    [ ] MPI\n"
+         "    [X] Gloo\n"
+         "    [X] Shared memory\n";
 }
 
 }  // namespace launcher

@@ -6,6 +6,7 @@
 #define HVD_CONTROLLER_LAUNCHER_LAUNCHER_OPTIONS_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "controller/launcher/rank_placement.h"
@@ -27,6 +28,9 @@ struct LauncherOptions {
   std::string bind_to;
   // --timeline PATH: set as HVD_TIMELINE for every rank (rank 0 writes the trace).
   std::string timeline_path;
+  // --output-filename DIR (horovodrun's): each rank's output lines also go to
+  // DIR/rank.<r>/stdout and stderr (RankCommand::output_dir).
+  std::string output_dir;
   // --straggler-report: set HVD_STRAGGLER_REPORT=1 for every rank and print rank 0's
   // report (store key hvd/straggler_report) at the end of the job.
   bool straggler_report = false;
@@ -65,20 +69,38 @@ struct LauncherOptions {
   int reset_limit = 100;
   // -h, --help: print the usage and exit 0.
   bool help = false;
+  // -v, --version: print dprun's version and exit 0.
+  bool version = false;
+  // -cb, --check-build: print what this build has, as horovodrun does, and exit 0.
+  bool check_build = false;
+
+  // horovodrun's flags, so that command lines written for Horovod run unchanged:
+  // the tuning ones become the HVD_* variables they stand for, set for every rank
+  // (after -x and dprun's environment, so they win; later flags win over earlier).
+  std::vector<std::pair<std::string, std::string>> flag_variables;
+  // horovodrun's flags that have no effect in dprun, one line each saying why;
+  // dprun prints them when the job starts.
+  std::vector<std::string> notices;
   // The program each rank runs and its arguments.
   std::vector<std::string> command;
 };
 
 // Parses the arguments after the program name. Options come first; "--" or the first
 // argument that is not an option starts the command, and everything after it belongs
-// to the command. Values are given as "--flag V" or "--flag=V". Returns kInvalidUsage
-// with a one-line reason for a missing or bad value, an unknown option, a missing -np
-// or a missing command (the last two are not checked when help is requested).
+// to the command. Values are given as "--flag V" or "--flag=V" (a flag of two values,
+// "--flag A B"). Returns kInvalidUsage with a one-line reason for a missing or bad
+// value, an unknown option, a horovodrun flag dprun cannot honour (--mpi, ...), a
+// missing -np or a missing command (the last two are not checked when help, the
+// version or the build check is requested).
 Status ParseLauncherArgs(const std::vector<std::string>& args, LauncherOptions* out);
 
-// The usage text: synopsis, each option with its default, the rank environment and
-// the exit statuses.
+// The usage text: synopsis, each option with its default, horovodrun's flags, the
+// rank environment and the exit statuses.
 std::string LauncherUsage();
+
+// "dprun <version>" (-v), and what this build has in horovodrun's --check-build form.
+std::string LauncherVersion();
+std::string LauncherBuildCheck();
 
 }  // namespace launcher
 }  // namespace hvd

@@ -35,6 +35,15 @@ void WriteFully(int fd, const std::string& data) {
 PrefixedLineWriter::PrefixedLineWriter(std::string prefix, int out_fd, size_t max_line)
     : prefix_(std::move(prefix)), out_fd_(out_fd), max_line_(max_line) {}
 
+PrefixedLineWriter::~PrefixedLineWriter() {
+  if (copy_fd_ >= 0) ::close(copy_fd_);
+}
+
+void PrefixedLineWriter::CopyTo(int fd) {
+  if (copy_fd_ >= 0) ::close(copy_fd_);
+  copy_fd_ = fd;
+}
+
 void PrefixedLineWriter::Append(const char* data, size_t n) {
   std::string out;
   const char* end = data + n;
@@ -56,14 +65,20 @@ void PrefixedLineWriter::Append(const char* data, size_t n) {
     partial_.clear();
     data = newline != nullptr ? newline + 1 : stop;
   }
-  if (!out.empty()) WriteFully(out_fd_, out);
+  if (out.empty()) return;
+  WriteFully(out_fd_, out);
+  if (copy_fd_ >= 0) WriteFully(copy_fd_, out);
 }
 
 void PrefixedLineWriter::Finish() {
-  if (partial_.empty()) return;
-  last_line_ = partial_;
-  WriteFully(out_fd_, prefix_ + partial_ + "\n");
-  partial_.clear();
+  if (!partial_.empty()) {
+    last_line_ = partial_;
+    const std::string line = prefix_ + partial_ + "\n";
+    WriteFully(out_fd_, line);
+    if (copy_fd_ >= 0) WriteFully(copy_fd_, line);
+    partial_.clear();
+  }
+  if (copy_fd_ >= 0) ::close(std::exchange(copy_fd_, -1));
 }
 
 }  // namespace launcher

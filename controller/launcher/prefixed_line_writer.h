@@ -25,11 +25,19 @@ void WriteFully(int fd, const std::string& data);
 class PrefixedLineWriter {
  public:
   PrefixedLineWriter(std::string prefix, int out_fd, size_t max_line = 64 * 1024);
+  ~PrefixedLineWriter();
+  PrefixedLineWriter(const PrefixedLineWriter&) = delete;
+  PrefixedLineWriter& operator=(const PrefixedLineWriter&) = delete;
+
+  // Also writes every line to `fd` (a file: dprun --output-filename), which the writer
+  // now owns and closes at Finish().
+  void CopyTo(int fd);
 
   // Buffers `data` and writes every line it completes, in one write.
   void Append(const char* data, size_t n);
 
-  // Writes a final partial line, if any, with a newline added. Call at end of stream.
+  // Writes a final partial line, if any, with a newline added, and closes the copy.
+  // Call at end of stream.
   void Finish();
 
   // The text of the last line written, without prefix or newline ("" before any).
@@ -38,6 +46,7 @@ class PrefixedLineWriter {
  private:
   std::string prefix_;
   int out_fd_;
+  int copy_fd_ = -1;
   size_t max_line_;
   std::string partial_;  // Bytes after the last newline.
   std::string last_line_;

@@ -42,7 +42,14 @@ struct RankCommand {
   SshOptions ssh;                 // For remote ranks.
   std::string cwd;                // Where remote ranks start: dprun's working directory.
   double grace_period_s = 5;      // The remote script's wait between SIGTERM and SIGKILL.
+  // --output-filename: each rank's lines also go to <output_dir>/rank.<r>/stdout and
+  // stderr, r zero-padded to the digits of the job's last rank (horovodrun's layout).
+  std::string output_dir;
+  int rank_digits = 1;
 };
+
+// "<dir>/rank.<r>" with r padded to `digits` (RankCommand::output_dir). Pure.
+std::string RankOutputDir(const std::string& dir, int rank, int digits);
 
 struct RankProcess {
   RankSpec spec;
@@ -72,8 +79,10 @@ struct RankProcess {
 };
 
 // Starts `rank` with `command`, its signal mask set to `child_mask`, its stdout lines
-// relayed to `out_fd` and its stderr lines to `err_fd`; marks it running. Returns
-// kInternal (pipes, fork, exec) and leaves the rank not running if it cannot start.
+// relayed to `out_fd` and its stderr lines to `err_fd` (and to their files under
+// command.output_dir, truncated, if set); marks it running. Returns kInternal
+// (pipes, fork, exec, a file that cannot be made) and leaves the rank not running if
+// it cannot start.
 Status SpawnRank(const RankCommand& command, const sigset_t& child_mask, int out_fd, int err_fd,
                  RankProcess* rank);
 

@@ -222,9 +222,14 @@ Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
   HVD_RETURN_IF_ERROR(ParseSeconds(env, {"HVD_ELASTIC_TIMEOUT"}, &o.elastic_timeout));
   HVD_RETURN_IF_ERROR(ParseChoice(env, {"HVD_BIND_TO"}, {"none", "core"}, &o.bind_to));
 
-  HVD_RETURN_IF_ERROR(ParseSeconds(env, {"HVD_TIMEOUT"}, &o.timeout));
+  HVD_RETURN_IF_ERROR(
+      ParseSeconds(env, {"HVD_TIMEOUT", "HOROVOD_GLOO_TIMEOUT_SECONDS"}, &o.timeout));
   HVD_RETURN_IF_ERROR(ParseSeconds(
       env, {"HVD_STALL_CHECK_TIME", "HOROVOD_STALL_CHECK_TIME_SECONDS"}, &o.stall_check));
+  bool stall_check_off = false;
+  HVD_RETURN_IF_ERROR(ParseBool(env, {"HVD_STALL_CHECK_DISABLE", "HOROVOD_STALL_CHECK_DISABLE"},
+                                &stall_check_off));
+  if (stall_check_off) o.stall_check = std::chrono::milliseconds(0);
   HVD_RETURN_IF_ERROR(ParseSeconds(
       env, {"HVD_STALL_SHUTDOWN_TIME", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"}, &o.stall_shutdown));
   ParseString(env, {"HVD_TIMELINE", "HOROVOD_TIMELINE"}, &o.timeline_path);

@@ -77,8 +77,12 @@ struct RuntimeOptions {
   std::string bind_to = "none";  // HVD_BIND_TO=none|core (any case); dprun --bind-to
 
   // --- Bounds on waiting.
-  std::chrono::milliseconds timeout{30000};     // HVD_TIMEOUT (s): a collective, a cycle or rendezvous
-  std::chrono::milliseconds stall_check{60000}; // HVD_STALL_CHECK_TIME (s), HOROVOD_STALL_CHECK_TIME_SECONDS
+  // HVD_TIMEOUT (s), HOROVOD_GLOO_TIMEOUT_SECONDS: a collective, a cycle or rendezvous.
+  std::chrono::milliseconds timeout{30000};
+  // HVD_STALL_CHECK_TIME (s), HOROVOD_STALL_CHECK_TIME_SECONDS: warn about a tensor some
+  // ranks submitted and others did not after this long (0, or HVD_STALL_CHECK_DISABLE=1,
+  // HOROVOD_STALL_CHECK_DISABLE=1: no warnings).
+  std::chrono::milliseconds stall_check{60000};
   // HVD_STALL_SHUTDOWN_TIME (s), HOROVOD_STALL_SHUTDOWN_TIME_SECONDS: a tensor some
   // ranks submitted and others did not for this long fails everywhere, naming the
   // ranks that did not; 30 minutes by default, as torch.distributed's timeout, so no

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -432,6 +433,53 @@ TEST(DprunTest, HelpListsEveryOptionWithItsDefault) {
           "-h, --help", "HVD_STORE_ADDR"})
       EXPECT_TRUE(Contains(d.out(), text)) << text << "\n" << d.out();
   }
+}
+
+// A horovodrun command line runs as it is: tuning flags reach every rank as their
+// variables, flags with nothing to tune say so once, -cb and -v answer without a job.
+TEST(DprunTest, HorovodrunCommandLinesRun) {
+  JobRunner d(Dprun({"-np", "2", "--gloo", "--fusion-threshold-mb", "2", "--cycle-time-ms", "3",
+                     "--num-nccl-streams", "2", "sh", "-c",
+                     "echo r$HVD_RANK $HVD_FUSION_THRESHOLD $HVD_CYCLE_TIME"}));
+  EXPECT_EQ(Finish(d), 0) << d.err();
+  EXPECT_TRUE(Contains(d.out(), "[0]<stdout>:r0 2097152 3\n")) << d.out();
+  EXPECT_TRUE(Contains(d.out(), "[1]<stdout>:r1 2097152 3\n")) << d.out();
+  EXPECT_TRUE(Contains(d.err(), "dprun: --num-nccl-streams has no effect: ")) << d.err();
+  JobRunner cb(Dprun({"-cb"}));
+  EXPECT_EQ(Finish(cb), 0) << cb.err();
+  EXPECT_TRUE(Contains(cb.out(), "Available Controllers:\n    [ ] MPI\n    [X] Gloo\n"))
+      << cb.out();
+  JobRunner v(Dprun({"--version"}));
+  EXPECT_EQ(Finish(v), 0) << v.err();
+  EXPECT_TRUE(Contains(v.out(), "dprun ")) << v.out();
+  JobRunner mpi(Dprun({"-np", "2", "--mpi", "true"}));
+  EXPECT_EQ(Finish(mpi), 2);
+  EXPECT_TRUE(Contains(mpi.err(), "dprun: --mpi: dprun starts its ranks itself")) << mpi.err();
+}
+
+// horovodrun's --output-filename: each rank's lines also in DIR/rank.<r>/stdout and
+// stderr, padded to the last rank's digits, the directory made as needed.
+TEST(DprunTest, OutputFilenameWritesEachRanksLinesToItsFiles) {
+  char tmp[] = "/tmp/dprun-output-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmp), nullptr);
+  const std::string dir = std::string(tmp) + "/logs/run1";
+  JobRunner d(Dprun({"-np", "11", "--output-filename", dir, "sh", "-c",
+                     "echo out$HVD_RANK; echo err$HVD_RANK >&2"}));
+  EXPECT_EQ(Finish(d), 0) << d.err();
+  EXPECT_TRUE(Contains(d.out(), "[10]<stdout>:out10\n")) << d.out();  // still on the console
+  auto read = [](const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  EXPECT_EQ(read(dir + "/rank.00/stdout"), "[0]<stdout>:out0\n");
+  EXPECT_EQ(read(dir + "/rank.10/stdout"), "[10]<stdout>:out10\n");
+  EXPECT_EQ(read(dir + "/rank.07/stderr"), "[7]<stderr>:err7\n");
+  JobRunner bad(Dprun({"-np", "1", "--output-filename", "/proc/no/such", "true"}));
+  EXPECT_EQ(Finish(bad), 1);
+  EXPECT_TRUE(Contains(bad.err(), "dprun: --output-filename: cannot create /proc/no")) << bad.err();
+  std::filesystem::remove_all(tmp);
 }
 
 TEST(DprunTest, OptionsAcceptEqualsFormAndDoubleDash) {

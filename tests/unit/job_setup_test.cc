@@ -19,6 +19,17 @@ TEST(JobSetup, FlagVariablesOnlyForTheFlagsGiven) {
   EXPECT_EQ(FlagVariables(options), want);
 }
 
+// horovodrun's flags come after dprun's own; the last of a name wins (--autotune
+// then --no-autotune is off), as argparse leaves horovodrun's last value.
+TEST(JobSetup, HorovodrunFlagVariablesLastOneWins) {
+  LauncherOptions options;
+  options.timeline_path = "/tmp/t.json";
+  options.flag_variables = {{"HVD_AUTOTUNE", "1"}, {"HVD_CYCLE_TIME", "2"}, {"HVD_AUTOTUNE", "0"}};
+  const EnvVars want = {
+      {"HVD_TIMELINE", "/tmp/t.json"}, {"HVD_CYCLE_TIME", "2"}, {"HVD_AUTOTUNE", "0"}};
+  EXPECT_EQ(FlagVariables(options), want);
+}
+
 TEST(JobSetup, RandomHexHasTwoDigitsPerByteAndDiffers) {
   std::string a, b;
   ASSERT_TRUE(RandomHex(32, &a).ok());

@@ -148,8 +148,100 @@ TEST(LauncherOptions, UsageListsTheFlags) {
         "-x VAR[=VALUE]", "--network-interface IFACE", "--ssh-connect-timeout S",
         "NCCL_SOCKET_IFNAME", "--timeline PATH", "--straggler-report", "HVD_TIMELINE",
         "--bind-to none|core", "HVD_BIND_TO",
-        "HVD_STRAGGLER_REPORT"})
+        "HVD_STRAGGLER_REPORT", "horovodrun's flags", "--fusion-threshold-mb MB",
+        "--blacklist-cooldown-range LO HI", "-v, --version", "-cb, --check-build",
+        "--min-np, --min-num-proc N", "-i, --ssh-identity-file FILE", "-hostfile, --hostfile FILE"})
     EXPECT_THAT(u, HasSubstr(text));
+}
+
+// A horovodrun command line parses as it is; each tuning flag becomes its variable.
+TEST(LauncherOptions, HorovodrunTuningFlagsSetTheirVariables) {
+  LauncherOptions o;
+  const Status s = ParseLauncherArgs(
+      {"-np", "2", "--gloo", "--fusion-threshold-mb", "32", "--cycle-time-ms", "2.5",
+       "--cache-capacity=100", "--disable-cache", "--hierarchical-allreduce", "--autotune",
+       "--autotune-log-file", "/t/at.csv", "--timeline-filename", "/t/tl.json",
+       "--timeline-mark-cycles", "--no-stall-check", "--stall-check-warning-time-seconds", "5",
+       "--stall-check-shutdown-time-seconds", "30", "--gloo-timeout-seconds", "60",
+       "--elastic-timeout", "120", "--tcp", "--no-autotune", "python", "train.py"},
+      &o);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(o.command, (std::vector<std::string>{"python", "train.py"}));
+  EXPECT_EQ(o.timeline_path, "/t/tl.json");
+  EXPECT_TRUE(o.notices.empty());
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"HVD_FUSION_THRESHOLD", "33554432"}, {"HVD_CYCLE_TIME", "2.5"},
+      {"HVD_CACHE_CAPACITY", "100"},        {"HVD_CACHE_CAPACITY", "0"},
+      {"HVD_HIERARCHICAL_ALLREDUCE", "1"},  {"HVD_AUTOTUNE", "1"},
+      {"HVD_AUTOTUNE_LOG", "/t/at.csv"},    {"HVD_TIMELINE_MARK_CYCLES", "1"},
+      {"HVD_STALL_CHECK_DISABLE", "1"},     {"HVD_STALL_CHECK_TIME", "5"},
+      {"HVD_STALL_SHUTDOWN_TIME", "30"},    {"HVD_TIMEOUT", "60"},
+      {"HVD_ELASTIC_TIMEOUT", "120"},       {"NCCL_IB_DISABLE", "1"},
+      {"HVD_AUTOTUNE", "0"}};
+  EXPECT_EQ(o.flag_variables, want);
+}
+
+TEST(LauncherOptions, HorovodrunAliasesAndTwoValueFlags) {
+  LauncherOptions o;
+  const Status s = ParseLauncherArgs(
+      {"-np", "2", "--min-num-proc", "1", "--max-num-proc", "4", "-i", "/k",
+       "--network-interfaces", "eth1", "--blacklist-cooldown-range", "10", "100",
+       "--num-nccl-streams", "2", "--log-level", "INFO", "-prefix-timestamp", "cmd", "a"},
+      &o);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(o.min_np, 1);
+  EXPECT_EQ(o.max_np, 4);
+  EXPECT_EQ(o.ssh_identity_file, "/k");
+  EXPECT_EQ(o.network_interface, "eth1");
+  EXPECT_EQ(o.command, (std::vector<std::string>{"cmd", "a"}));  // both values taken
+  ASSERT_EQ(o.notices.size(), 4u);
+  EXPECT_THAT(o.notices[0], HasSubstr("--blacklist-cooldown-range has no effect: "));
+  EXPECT_THAT(o.notices[1], HasSubstr("--num-nccl-streams has no effect: "));
+  EXPECT_THAT(o.notices[2], HasSubstr("--log-level has no effect: "));
+  EXPECT_THAT(o.notices[3], HasSubstr("-prefix-timestamp has no effect: "));
+}
+
+TEST(LauncherOptions, HorovodrunFlagsDprunCannotHonourAreRefusedWithTheReason) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--mpi"}, "--mpi: dprun starts its ranks itself and does not run MPI"},
+      {{"--jsrun"}, "--jsrun: dprun starts its ranks itself"},
+      {{"--mpi-args", "-mca x"}, "--mpi-args: dprun does not run mpirun"},
+      {{"--binding-args", "-bind-to core"}, "dprun binds ranks to CPUs with --bind-to core"},
+      {{"--config-file", "c.yaml"}, "--config-file: dprun reads no config file"},
+      {{"--network-interfaces", "eth0,eth1"}, "dprun uses one interface, got 'eth0,eth1'"},
+      {{"--fusion-threshold-mb", "-1"}, "--fusion-threshold-mb expects an integer >= 0"},
+      {{"--cycle-time-ms", "fast"}, "--cycle-time-ms expects a number"},
+      {{"--gloo-timeout-seconds", "0"}, "--gloo-timeout-seconds expects seconds > 0"},
+      {{"--blacklist-cooldown-range", "10"}, "needs the values LO HI as separate arguments"},
+      {{"--blacklist-cooldown-range=10"}, "needs the values LO HI"},
+  };
+  for (const auto& [flags, message] : cases) {
+    std::vector<std::string> args = {"-np", "1"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    if (flags[0] != "--blacklist-cooldown-range") args.push_back("true");
+    LauncherOptions o;
+    const Status s = ParseLauncherArgs(args, &o);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidUsage) << flags[0];
+    EXPECT_THAT(s.message(), HasSubstr(message)) << flags[0];
+  }
+}
+
+TEST(LauncherOptions, VersionAndBuildCheckNeedNoJob) {
+  for (const char* flag : {"-v", "--version", "-cb", "--check-build"}) {
+    LauncherOptions o;
+    ASSERT_TRUE(ParseLauncherArgs({flag}, &o).ok()) << flag;
+    EXPECT_EQ(o.version, flag[1] == 'v' || flag[2] == 'v') << flag;
+    EXPECT_EQ(o.check_build, !o.version) << flag;
+  }
+  EXPECT_THAT(LauncherVersion(), testing::MatchesRegex("dprun [0-9]+\\.[0-9]+\\.[0-9]+\n"));
+  const std::string build = LauncherBuildCheck();
+  EXPECT_THAT(build, HasSubstr("Available Frameworks:\n    [ ] TensorFlow\n    [X] PyTorch\n"));
+  EXPECT_THAT(build, HasSubstr("Available Controllers:\n    [ ] MPI\n    [X] Gloo\n"));
+#ifdef HVD_HAVE_CUDA
+  EXPECT_THAT(build, HasSubstr("Available Tensor Operations:\n    [X] NCCL\n"));
+#else
+  EXPECT_THAT(build, HasSubstr("Available Tensor Operations:\n    [ ] NCCL\n"));
+#endif
 }
 
 }  // namespace

@@ -206,7 +206,22 @@ std::vector<Alias> Aliases() {
        [](const RuntimeOptions& o) { EXPECT_EQ(o.timeline_path, "/tmp/hvd.json"); }},
       {"HVD_GLOO_IFACE", "HOROVOD_GLOO_IFACE", "ib0",
        [](const RuntimeOptions& o) { EXPECT_EQ(o.gloo_iface, "ib0"); }},
+      {"HVD_TIMEOUT", "HOROVOD_GLOO_TIMEOUT_SECONDS", "45",
+       [](const RuntimeOptions& o) { EXPECT_EQ(o.timeout, milliseconds(45000)); }},
+      {"HVD_STALL_CHECK_DISABLE", "HOROVOD_STALL_CHECK_DISABLE", "1",
+       [](const RuntimeOptions& o) {
+         EXPECT_EQ(o.stall_check, milliseconds(0));  // no warnings...
+         EXPECT_EQ(o.stall_shutdown, milliseconds(1800000));  // ...and a stall still ends
+       }},
   };
+}
+
+TEST(RuntimeOptionsTest, StallCheckDisableOffKeepsTheWarnings) {
+  EXPECT_EQ(ParseOk({{"HVD_STALL_CHECK_TIME", "9"}, {"HVD_STALL_CHECK_DISABLE", "0"}}).stall_check,
+            milliseconds(9000));
+  EXPECT_EQ(ParseOk({{"HVD_STALL_CHECK_TIME", "9"}, {"HOROVOD_STALL_CHECK_DISABLE", "1"}})
+                .stall_check,
+            milliseconds(0));
 }
 
 TEST(RuntimeOptionsTest, HorovodAliasesAreRead) {

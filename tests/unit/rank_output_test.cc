@@ -66,6 +66,36 @@ TEST(RankOutput, RelaysWholeLinesAndClosesAtEndOfStream) {
   EXPECT_EQ(r.output.remote_pid(), -1);
 }
 
+// --output-filename: the same prefixed lines (not the remote start marker) go to the
+// rank's file too, the last partial line included; the file is closed at the end.
+TEST(RankOutput, CopiesTheLinesToAFile) {
+  char path[] = "/tmp/dprun-rank-output-XXXXXX";
+  const int file = ::mkstemp(path);
+  ASSERT_GE(file, 0);
+  {
+    int src[2], dest[2];
+    ASSERT_EQ(::pipe2(src, O_CLOEXEC | O_NONBLOCK), 0);
+    ASSERT_EQ(::pipe2(dest, O_CLOEXEC | O_NONBLOCK), 0);
+    RankOutput output;
+    output.Open(src[0], "[3]<stderr>:", dest[1], true, file);
+    const std::string text = kMarker + " 42\none\ntwo";
+    ASSERT_EQ(::write(src[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    ::close(src[1]);
+    output.ReadAvailable();
+    EXPECT_FALSE(output.is_open());
+    EXPECT_EQ(::fcntl(file, F_GETFD), -1);  // closed with the stream
+    ::close(dest[0]);
+    ::close(dest[1]);
+  }
+  std::string copied;
+  char buf[256];
+  const int in = ::open(path, O_RDONLY);
+  for (ssize_t n; (n = ::read(in, buf, sizeof(buf))) > 0;) copied.append(buf, n);
+  ::close(in);
+  ::unlink(path);
+  EXPECT_EQ(copied, "[3]<stderr>:one\n[3]<stderr>:two\n");
+}
+
 TEST(RankOutput, StripsTheStartMarkerAndKeepsItsPid) {
   Relay r(true);
   r.Write(kMarker + " 4");

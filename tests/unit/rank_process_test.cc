@@ -24,6 +24,14 @@ RankProcess LoggingIn(int rank, const std::string& host) {
   return r;
 }
 
+// horovodrun's --output-filename layout: ranks zero-padded to the last rank's digits.
+TEST(RankProcess, OutputDirsArePaddedToTheLastRanksDigits) {
+  EXPECT_EQ(RankOutputDir("/o", 3, 1), "/o/rank.3");
+  EXPECT_EQ(RankOutputDir("/o", 3, 2), "/o/rank.03");
+  EXPECT_EQ(RankOutputDir("/o", 10, 2), "/o/rank.10");
+  EXPECT_EQ(RankOutputDir("out", 7, 3), "out/rank.007");
+}
+
 TEST(RankProcess, NameShowsThePidAndWithHostsTheHost) {
   RankProcess local = Rank(2, false, "127.0.0.1");
   local.pid = 123;
