@@ -142,13 +142,15 @@ const FlagSpec kFlags[] = {
      "give every rank VAR, with dprun's value or VALUE; repeatable. Remote ranks get only "
      "these, the HVD_*, HOROVOD_* and NCCL_* variables of dprun's environment, and their own",
      false, ParseEnvVar},
-    {"--network-interface", nullptr, "IFACE", nullptr,
+    {"--network-interface", "--network-interfaces", "IFACE", nullptr,
      "the interface ranks talk over: Gloo binds it (HVD_GLOO_IFACE), NCCL uses it "
      "(NCCL_SOCKET_IFNAME), and the store listens on its IPv4 address; default: the "
      "interface of the route to the first remote host",
      false,
      [](const std::string& f, const std::string& v, LauncherOptions* o) {
        if (v.empty()) return Status::InvalidUsage(f + " expects an interface name");
+       if (v.find(',') != std::string::npos)
+         return Status::InvalidUsage(f + ": dprun uses one interface, got '" + v + "'");
        o->network_interface = v;
        return Status::OK();
      }},
@@ -252,245 +254,156 @@ const FlagSpec kFlags[] = {
      }},
 };
 
-// horovodrun's flags (Horovod 0.28), so that its command lines run unchanged. Each
-// tuning flag sets the HVD_* variable it stands for; the rest are honoured as dprun's
-// own flags, accepted with a notice where dprun has nothing to tune, or refused with
-// the reason where running on would not do what the user asked.
-Status SetVar(LauncherOptions* o, const char* name, const std::string& value) {
-  o->flag_variables.emplace_back(name, value);
-  return Status::OK();
-}
-
-Status NoEffect(const std::string& flag, const char* why, LauncherOptions* o) {
-  o->notices.push_back(flag + " has no effect: " + why);
-  return Status::OK();
-}
-
-Status ParseCount(const std::string& flag, const std::string& value, int64_t* out) {
-  int v = 0;
-  if (!ParseInt(flag, value, &v).ok() || v < 0)
-    return Status::InvalidUsage(flag + " expects an integer >= 0, got '" + value + "'");
-  *out = v;
-  return Status::OK();
-}
-
-// A number of seconds (or milliseconds) >= 0, passed on as written.
-Status SetNumberVar(const std::string& flag, const std::string& value, const char* name,
-                    LauncherOptions* o) {
-  double unused = 0;
-  if (!ParseSeconds(flag, value, &unused).ok())
-    return Status::InvalidUsage(flag + " expects a number >= 0, got '" + value + "'");
-  return SetVar(o, name, value);
-}
-
-Status SetCountVar(const std::string& flag, const std::string& value, const char* name,
-                   LauncherOptions* o) {
-  int64_t n = 0;
-  HVD_RETURN_IF_ERROR(ParseCount(flag, value, &n));
-  return SetVar(o, name, std::to_string(n));
-}
+// horovodrun's flags (Horovod 0.28), so that its command lines run unchanged: a
+// tuning flag sets the HVD_* variable it stands for (in LauncherOptions::
+// flag_variables); a flag dprun has nothing to tune for is accepted, with a notice
+// saying why where it asked for something; one dprun cannot honour is refused with
+// the reason. Those that name dprun's own flags are aliases in kFlags.
+struct HorovodrunFlag {
+  enum Kind {
+    kSet,       // sets `what`, "NAME=VALUE"
+    kCount,     // sets variable `what` to the value, an integer >= 0
+    kMiB,       // the same, the value given in MiB and set in bytes
+    kNumber,    // sets variable `what` to the value, a number >= 0
+    kPositive,  // the same, > 0
+    kFile,      // sets variable `what` to the value, a file name
+    kAccepted,  // nothing to do; `what` says why
+    kNoEffect,  // a notice that it changes nothing; `what` says why
+    kRefused,   // a usage error; `what` says why
+  };
+  const char* name;
+  const char* value_name;  // As FlagSpec's.
+  Kind kind;
+  const char* what;
+};
 
 constexpr char kAutotuneWhy[] =
     "dprun's autotuner scores each setting over a fixed window (HVD_AUTOTUNE_WINDOW)";
-constexpr char kTimestampWhy[] = "dprun's lines carry no timestamps";
+constexpr char kNoMpi[] = "dprun does not use MPI";
+constexpr char kNoTimestamps[] = "dprun's lines carry no timestamps";
 
-const FlagSpec kHorovodrunFlags[] = {
-    {"--fusion-threshold-mb", nullptr, "MB", nullptr, "HVD_FUSION_THRESHOLD, in MiB", false,
-     [](const std::string& f, const std::string& v, LauncherOptions* o) {
-       int64_t mb = 0;
-       HVD_RETURN_IF_ERROR(ParseCount(f, v, &mb));
-       return SetVar(o, "HVD_FUSION_THRESHOLD", std::to_string(mb << 20));
-     }},
-    {"--cycle-time-ms", nullptr, "MS", nullptr, "HVD_CYCLE_TIME", false,
-     [](const std::string& f, const std::string& v, LauncherOptions* o) {
-       return SetNumberVar(f, v, "HVD_CYCLE_TIME", o);
-     }},
-    {"--cache-capacity", nullptr, "N", nullptr, "HVD_CACHE_CAPACITY", false,
-     [](const std::string& f, const std::string& v, LauncherOptions* o) {
-       return SetCountVar(f, v, "HVD_CACHE_CAPACITY", o);
-     }},
-    {"--disable-cache", nullptr, nullptr, nullptr, "HVD_CACHE_CAPACITY=0", false,
-     [](const std::string&, const std::string&, LauncherOptions* o) {
-       return SetVar(o, "HVD_CACHE_CAPACITY", "0");
-     }},
-    {"--hierarchical-allreduce", nullptr, nullptr, nullptr, "HVD_HIERARCHICAL_ALLREDUCE=1", false,
-     [](const std::string&, const std::string&, LauncherOptions* o) {
-       return SetVar(o, "HVD_HIERARCHICAL_ALLREDUCE", "1");
-     }},
-    {"--no-hierarchical-allreduce", nullptr, nullptr, nullptr, "HVD_HIERARCHICAL_ALLREDUCE=0",
-     false,
-     [](const std::string&, const std::string&, LauncherOptions* o) {
-       return SetVar(o, "HVD_HIERARCHICAL_ALLREDUCE", "0");
-     }},
-    {"--autotune", nullptr, nullptr, nullptr, "HVD_AUTOTUNE=1", false,
-     [](const std::string&, const std::string&, LauncherOptions* o) {
-       return SetVar(o, "HVD_AUTOTUNE", "1");
-     }},
-    {"--no-autotune", nullptr, nullptr, nullptr, "HVD_AUTOTUNE=0", false,
-     [](const std::string&, const std::string&, LauncherOptions* o) {
-       return SetVar(o, "HVD_AUTOTUNE", "0");
-     }},
-    {"--autotune-log-file", nullptr, "FILE", nullptr, "HVD_AUTOTUNE_LOG", false,
-     [](const std::string& f, const std::string& v, LauncherOptions* o) {
-       if (v.empty()) return Status::InvalidUsage(f + " expects a file name");
-       return SetVar(o, "HVD_AUTOTUNE_LOG", v);
-     }},
-    {"--timeline-filename", nullptr, "PATH", nullptr, "--timeline PATH", false,
-     [](const std::string& f, const std::string& v, LauncherOptions* o) {
-       if (v.empty()) return Status::InvalidUsage(f + " expects a file name");
-       o->timeline_path = v;
-       return Status::OK();
-     }},
-    {"--timeline-mark-cycles", nullptr, nullptr, nullptr, "HVD_TIMELINE_MARK_CYCLES=1", false,
-     [](const std::string&, const std::string&, LauncherOptions* o) {
-       return SetVar(o, "HVD_TIMELINE_MARK_CYCLES", "1");
-     }},
-    {"--no-timeline-mark-cycles", nullptr, nullptr, nullptr, "HVD_TIMELINE_MARK_CYCLES=0", false,
-     [](const std::string&, const std::string&, LauncherOptions* o) {
-       return SetVar(o, "HVD_TIMELINE_MARK_CYCLES", "0");
-     }},
-    {"--no-stall-check", nullptr, nullptr, nullptr,
-     "HVD_STALL_CHECK_DISABLE=1 (no stall warnings; HVD_STALL_SHUTDOWN_TIME still ends a "
-     "stall)",
-     false,
-     [](const std::string&, const std::string&, LauncherOptions* o) {
-       return SetVar(o, "HVD_STALL_CHECK_DISABLE", "1");
-     }},
-    {"--stall-check", nullptr, nullptr, nullptr, "HVD_STALL_CHECK_DISABLE=0", false,
-     [](const std::string&, const std::string&, LauncherOptions* o) {
-       return SetVar(o, "HVD_STALL_CHECK_DISABLE", "0");
-     }},
-    {"--stall-check-warning-time-seconds", nullptr, "S", nullptr, "HVD_STALL_CHECK_TIME", false,
-     [](const std::string& f, const std::string& v, LauncherOptions* o) {
-       return SetNumberVar(f, v, "HVD_STALL_CHECK_TIME", o);
-     }},
-    {"--stall-check-shutdown-time-seconds", nullptr, "S", nullptr, "HVD_STALL_SHUTDOWN_TIME",
-     false,
-     [](const std::string& f, const std::string& v, LauncherOptions* o) {
-       return SetNumberVar(f, v, "HVD_STALL_SHUTDOWN_TIME", o);
-     }},
-    {"--gloo-timeout-seconds", nullptr, "S", nullptr, "HVD_TIMEOUT", false,
-     [](const std::string& f, const std::string& v, LauncherOptions* o) {
-       double s = 0;
-       HVD_RETURN_IF_ERROR(ParseSeconds(f, v, &s));
-       if (s <= 0) return Status::InvalidUsage(f + " expects seconds > 0, got '" + v + "'");
-       return SetVar(o, "HVD_TIMEOUT", v);
-     }},
-    {"--elastic-timeout", nullptr, "S", nullptr, "HVD_ELASTIC_TIMEOUT", false,
-     [](const std::string& f, const std::string& v, LauncherOptions* o) {
-       return SetNumberVar(f, v, "HVD_ELASTIC_TIMEOUT", o);
-     }},
-    {"--tcp", nullptr, nullptr, nullptr, "NCCL_IB_DISABLE=1", false,
-     [](const std::string&, const std::string&, LauncherOptions* o) {
-       return SetVar(o, "NCCL_IB_DISABLE", "1");
-     }},
-    {"--network-interfaces", nullptr, "IFACE", nullptr, "--network-interface (one interface)",
-     false,
-     [](const std::string& f, const std::string& v, LauncherOptions* o) {
-       if (v.empty()) return Status::InvalidUsage(f + " expects an interface name");
-       if (v.find(',') != std::string::npos)
-         return Status::InvalidUsage(f + ": dprun uses one interface, got '" + v + "'");
-       o->network_interface = v;
-       return Status::OK();
-     }},
-    {"--gloo", nullptr, nullptr, nullptr, "accepted: dprun's ranks always coordinate over Gloo",
-     false, [](const std::string&, const std::string&, LauncherOptions*) { return Status::OK(); }},
-    {"--hierarchical-allgather", nullptr, nullptr, nullptr, "no effect", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, "dprun's allgather is not hierarchical", o);
-     }},
-    {"--no-hierarchical-allgather", nullptr, nullptr, nullptr, "no effect", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, "dprun's allgather is not hierarchical", o);
-     }},
-    {"--torus-allreduce", nullptr, nullptr, nullptr, "no effect", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, "dprun has no torus all-reduce", o);
-     }},
-    {"--no-torus-allreduce", nullptr, nullptr, nullptr, "no effect", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, "dprun has no torus all-reduce", o);
-     }},
-    {"--autotune-warmup-samples", nullptr, "N", nullptr, "no effect", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, kAutotuneWhy, o);
-     }},
-    {"--autotune-steps-per-sample", nullptr, "N", nullptr, "no effect", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, kAutotuneWhy, o);
-     }},
-    {"--autotune-bayes-opt-max-samples", nullptr, "N", nullptr, "no effect", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, kAutotuneWhy, o);
-     }},
-    {"--autotune-gaussian-process-noise", nullptr, "X", nullptr, "no effect", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, kAutotuneWhy, o);
-     }},
-    {"--blacklist-cooldown-range", nullptr, "LO HI", nullptr, "no effect", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, "dprun keeps a failing host out for 60 s", o);
-     }},
-    {"--mpi-threads-disable", nullptr, nullptr, nullptr, "no effect", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, "dprun does not use MPI", o);
-     }},
-    {"--no-mpi-threads-disable", nullptr, nullptr, nullptr, "no effect", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, "dprun does not use MPI", o);
-     }},
-    {"--num-nccl-streams", nullptr, "N", nullptr, "no effect", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, "dprun runs each device's collectives on its own stream", o);
-     }},
-    {"--thread-affinity", nullptr, "N", nullptr, "no effect (see --bind-to)", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, "use --bind-to core to bind each rank to its own CPUs", o);
-     }},
-    {"--log-level", nullptr, "LEVEL", nullptr, "no effect", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, "dprun's runtime logs only warnings and errors", o);
-     }},
-    {"--log-with-timestamp", nullptr, nullptr, nullptr, "no effect", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, kTimestampWhy, o);
-     }},
-    {"--log-without-timestamp", "--log-hide-timestamp", nullptr, nullptr, "accepted", false,
-     [](const std::string&, const std::string&, LauncherOptions*) { return Status::OK(); }},
-    {"--no-log-hide-timestamp", nullptr, nullptr, nullptr, "no effect", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, kTimestampWhy, o);
-     }},
-    {"--prefix-output-with-timestamp", "-prefix-timestamp", nullptr, nullptr, "no effect", false,
-     [](const std::string& f, const std::string&, LauncherOptions* o) {
-       return NoEffect(f, kTimestampWhy, o);
-     }},
-    {"--mpi", nullptr, nullptr, nullptr, "refused: dprun does not run MPI", false,
-     [](const std::string& f, const std::string&, LauncherOptions*) {
-       return Status::InvalidUsage(f + ": dprun starts its ranks itself and does not run MPI; "
-                                       "drop " + f);
-     }},
-    {"--jsrun", nullptr, nullptr, nullptr, "refused: dprun does not launch through jsrun", false,
-     [](const std::string& f, const std::string&, LauncherOptions*) {
-       return Status::InvalidUsage(f + ": dprun starts its ranks itself (locally or over ssh); "
-                                       "give the hosts with -H or --hostfile");
-     }},
-    {"--mpi-args", nullptr, "ARGS", nullptr, "refused: dprun does not run mpirun", false,
-     [](const std::string& f, const std::string&, LauncherOptions*) {
-       return Status::InvalidUsage(f + ": dprun does not run mpirun, so it has no use for "
-                                       "mpirun's arguments; drop " + f);
-     }},
-    {"--binding-args", nullptr, "ARGS", nullptr, "refused: mpirun's (see --bind-to)", false,
-     [](const std::string& f, const std::string&, LauncherOptions*) {
-       return Status::InvalidUsage(f + ": these are mpirun's; dprun binds ranks to CPUs with "
-                                       "--bind-to core");
-     }},
-    {"--config-file", nullptr, "FILE", nullptr, "refused: dprun reads no config file", false,
-     [](const std::string& f, const std::string&, LauncherOptions*) {
-       return Status::InvalidUsage(f + ": dprun reads no config file; give its settings as "
-                                       "flags or HVD_* variables");
-     }},
+const HorovodrunFlag kHorovodrunFlags[] = {
+    {"--fusion-threshold-mb", "MB", HorovodrunFlag::kMiB, "HVD_FUSION_THRESHOLD"},
+    {"--cycle-time-ms", "MS", HorovodrunFlag::kNumber, "HVD_CYCLE_TIME"},
+    {"--cache-capacity", "N", HorovodrunFlag::kCount, "HVD_CACHE_CAPACITY"},
+    {"--disable-cache", nullptr, HorovodrunFlag::kSet, "HVD_CACHE_CAPACITY=0"},
+    {"--hierarchical-allreduce", nullptr, HorovodrunFlag::kSet, "HVD_HIERARCHICAL_ALLREDUCE=1"},
+    {"--no-hierarchical-allreduce", nullptr, HorovodrunFlag::kSet,
+     "HVD_HIERARCHICAL_ALLREDUCE=0"},
+    {"--autotune", nullptr, HorovodrunFlag::kSet, "HVD_AUTOTUNE=1"},
+    {"--no-autotune", nullptr, HorovodrunFlag::kSet, "HVD_AUTOTUNE=0"},
+    {"--autotune-log-file", "FILE", HorovodrunFlag::kFile, "HVD_AUTOTUNE_LOG"},
+    {"--timeline-filename", "PATH", HorovodrunFlag::kFile, "HVD_TIMELINE"},
+    {"--timeline-mark-cycles", nullptr, HorovodrunFlag::kSet, "HVD_TIMELINE_MARK_CYCLES=1"},
+    {"--no-timeline-mark-cycles", nullptr, HorovodrunFlag::kSet, "HVD_TIMELINE_MARK_CYCLES=0"},
+    {"--no-stall-check", nullptr, HorovodrunFlag::kSet, "HVD_STALL_CHECK_DISABLE=1"},
+    {"--stall-check", nullptr, HorovodrunFlag::kSet, "HVD_STALL_CHECK_DISABLE=0"},
+    {"--stall-check-warning-time-seconds", "S", HorovodrunFlag::kNumber, "HVD_STALL_CHECK_TIME"},
+    {"--stall-check-shutdown-time-seconds", "S", HorovodrunFlag::kNumber,
+     "HVD_STALL_SHUTDOWN_TIME"},
+    {"--gloo-timeout-seconds", "S", HorovodrunFlag::kPositive, "HVD_TIMEOUT"},
+    {"--elastic-timeout", "S", HorovodrunFlag::kNumber, "HVD_ELASTIC_TIMEOUT"},
+    {"--tcp", nullptr, HorovodrunFlag::kSet, "NCCL_IB_DISABLE=1"},
+    {"--gloo", nullptr, HorovodrunFlag::kAccepted, "dprun's ranks always coordinate over Gloo"},
+    {"--log-without-timestamp", nullptr, HorovodrunFlag::kAccepted, kNoTimestamps},
+    {"--log-hide-timestamp", nullptr, HorovodrunFlag::kAccepted, kNoTimestamps},
+    {"--hierarchical-allgather", nullptr, HorovodrunFlag::kNoEffect,
+     "dprun's allgather is not hierarchical"},
+    {"--no-hierarchical-allgather", nullptr, HorovodrunFlag::kAccepted,
+     "dprun's allgather is not hierarchical"},
+    {"--torus-allreduce", nullptr, HorovodrunFlag::kNoEffect, "dprun has no torus all-reduce"},
+    {"--no-torus-allreduce", nullptr, HorovodrunFlag::kAccepted, "dprun has no torus all-reduce"},
+    {"--autotune-warmup-samples", "N", HorovodrunFlag::kNoEffect, kAutotuneWhy},
+    {"--autotune-steps-per-sample", "N", HorovodrunFlag::kNoEffect, kAutotuneWhy},
+    {"--autotune-bayes-opt-max-samples", "N", HorovodrunFlag::kNoEffect, kAutotuneWhy},
+    {"--autotune-gaussian-process-noise", "X", HorovodrunFlag::kNoEffect, kAutotuneWhy},
+    {"--blacklist-cooldown-range", "LO HI", HorovodrunFlag::kNoEffect,
+     "dprun keeps a failing host out for 60 s"},
+    {"--mpi-threads-disable", nullptr, HorovodrunFlag::kAccepted, kNoMpi},
+    {"--no-mpi-threads-disable", nullptr, HorovodrunFlag::kAccepted, kNoMpi},
+    {"--num-nccl-streams", "N", HorovodrunFlag::kNoEffect,
+     "dprun runs each device's collectives on its own stream"},
+    {"--thread-affinity", "N", HorovodrunFlag::kNoEffect,
+     "use --bind-to core to bind each rank to its own CPUs"},
+    {"--log-level", "LEVEL", HorovodrunFlag::kNoEffect,
+     "dprun's runtime logs only warnings and errors"},
+    {"--log-with-timestamp", nullptr, HorovodrunFlag::kNoEffect, kNoTimestamps},
+    {"--no-log-hide-timestamp", nullptr, HorovodrunFlag::kNoEffect, kNoTimestamps},
+    {"--prefix-output-with-timestamp", nullptr, HorovodrunFlag::kNoEffect, kNoTimestamps},
+    {"-prefix-timestamp", nullptr, HorovodrunFlag::kNoEffect, kNoTimestamps},
+    {"--mpi", nullptr, HorovodrunFlag::kRefused,
+     "dprun starts its ranks itself and does not run MPI; drop the flag"},
+    {"--jsrun", nullptr, HorovodrunFlag::kRefused,
+     "dprun starts its ranks itself (locally or over ssh); give the hosts with -H or "
+     "--hostfile"},
+    {"--mpi-args", "ARGS", HorovodrunFlag::kRefused,
+     "dprun does not run mpirun, so it has no use for mpirun's arguments; drop the flag"},
+    {"--binding-args", "ARGS", HorovodrunFlag::kRefused,
+     "these are mpirun's; dprun binds ranks to CPUs with --bind-to core"},
+    {"--config-file", "FILE", HorovodrunFlag::kRefused,
+     "dprun reads no config file; give its settings as flags or HVD_* variables"},
 };
+
+const HorovodrunFlag* FindHorovodrunFlag(const std::string& name) {
+  for (const HorovodrunFlag& f : kHorovodrunFlags)
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+Status ApplyHorovodrunFlag(const HorovodrunFlag& h, const std::string& flag,
+                           const std::string& value, LauncherOptions* o) {
+  using K = HorovodrunFlag;
+  std::string set = value;
+  switch (h.kind) {
+    case K::kSet: {
+      const std::string var = h.what;
+      const size_t eq = var.find('=');
+      o->flag_variables.emplace_back(var.substr(0, eq), var.substr(eq + 1));
+      return Status::OK();
+    }
+    case K::kCount:
+    case K::kMiB: {
+      int n = 0;
+      if (!ParseInt(flag, value, &n).ok() || n < 0)
+        return Status::InvalidUsage(flag + " expects an integer >= 0, got '" + value + "'");
+      set = std::to_string(h.kind == K::kMiB ? int64_t{n} << 20 : int64_t{n});
+      break;
+    }
+    case K::kNumber:
+    case K::kPositive: {
+      double x = 0;
+      if (!ParseSeconds(flag, value, &x).ok() || (h.kind == K::kPositive && x <= 0))
+        return Status::InvalidUsage(flag + " expects a number " +
+                                    (h.kind == K::kPositive ? "> 0" : ">= 0") + ", got '" +
+                                    value + "'");
+      break;
+    }
+    case K::kFile:
+      if (value.empty()) return Status::InvalidUsage(flag + " expects a file name");
+      break;
+    case K::kAccepted:
+      return Status::OK();
+    case K::kNoEffect:
+      o->notices.push_back(flag + " has no effect: " + h.what);
+      return Status::OK();
+    case K::kRefused:
+      return Status::InvalidUsage(flag + ": " + h.what);
+  }
+  o->flag_variables.emplace_back(h.what, set);
+  return Status::OK();
+}
+
+// What a horovodrun flag does, for the usage text.
+std::string HorovodrunHelp(const HorovodrunFlag& h) {
+  using K = HorovodrunFlag;
+  switch (h.kind) {
+    case K::kMiB: return std::string(h.what) + ", in MiB";
+    case K::kAccepted: return std::string("accepted: ") + h.what;
+    case K::kNoEffect: return std::string("no effect: ") + h.what;
+    case K::kRefused: return std::string("refused: ") + h.what;
+    default: return h.what;
+  }
+}
 
 const FlagSpec* FindFlag(const std::string& name) {
   auto named = [&](const FlagSpec& f) {
@@ -498,15 +411,13 @@ const FlagSpec* FindFlag(const std::string& name) {
   };
   for (const FlagSpec& f : kFlags)
     if (named(f)) return &f;
-  for (const FlagSpec& f : kHorovodrunFlags)
-    if (named(f)) return &f;
   return nullptr;
 }
 
 // How many values a flag takes: the words of its value name.
-size_t ValueCount(const FlagSpec& f) {
-  if (f.value_name == nullptr) return 0;
-  const std::string words = f.value_name;
+size_t ValueCount(const char* value_name) {
+  if (value_name == nullptr) return 0;
+  const std::string words = value_name;
   return 1 + static_cast<size_t>(std::count(words.begin(), words.end(), ' '));
 }
 
@@ -554,9 +465,12 @@ Status ParseLauncherArgs(const std::vector<std::string>& args, LauncherOptions* 
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(0, eq);
     const FlagSpec* flag = FindFlag(name);
-    if (flag == nullptr) return Status::InvalidUsage("unknown option '" + name + "'");
+    const HorovodrunFlag* horovodrun = flag == nullptr ? FindHorovodrunFlag(name) : nullptr;
+    if (flag == nullptr && horovodrun == nullptr)
+      return Status::InvalidUsage("unknown option '" + name + "'");
+    const char* value_name = flag != nullptr ? flag->value_name : horovodrun->value_name;
     std::string value;
-    const size_t values = ValueCount(*flag);
+    const size_t values = ValueCount(value_name);
     if (values == 0) {
       if (eq != std::string::npos)
         return Status::InvalidUsage("option " + name + " takes no value");
@@ -566,8 +480,12 @@ Status ParseLauncherArgs(const std::vector<std::string>& args, LauncherOptions* 
       for (size_t k = 0; k < values; ++k) value += (k > 0 ? " " : "") + args[++i];
     } else {
       return Status::InvalidUsage("option " + name + " needs " +
-                                  (values == 1 ? "a value " : "the values ") + flag->value_name +
+                                  (values == 1 ? "a value " : "the values ") + value_name +
                                   (values == 1 ? "" : std::string(" as separate arguments")));
+    }
+    if (horovodrun != nullptr) {
+      HVD_RETURN_IF_ERROR(ApplyHorovodrunFlag(*horovodrun, name, value, &opts));
+      continue;
     }
     HVD_RETURN_IF_ERROR(flag->apply(name, value, &opts));
     seen.push_back(flag);
@@ -620,11 +538,10 @@ std::string LauncherUsage() {
   u += "\n"
        "horovodrun's flags, so that its command lines run unchanged (each sets the\n"
        "variable named for every rank, or does as said):\n";
-  for (const FlagSpec& f : kHorovodrunFlags) {
+  for (const HorovodrunFlag& f : kHorovodrunFlags) {
     std::string names = std::string("  ") + f.name;
-    if (f.alias != nullptr) names += std::string(", ") + f.alias;
     if (f.value_name != nullptr) names += std::string(" ") + f.value_name;
-    u += WrapOption(names, f.help);
+    u += WrapOption(names, HorovodrunHelp(f));
   }
   u += "\n"
        "each rank's environment:\n"
