@@ -75,6 +75,7 @@ Status ResolveCommands(const LauncherOptions& options, bool any_local, bool any_
                        RankCommand* command, int* exit_code) {
   command->argv = options.command;
   command->grace_period_s = options.grace_period_s;
+  command->stamp_lines = options.prefix_timestamp;
   if (!options.output_dir.empty()) {
     HVD_RETURN_IF_ERROR(MakeDirs(options.output_dir).Prepend("--output-filename"));
     command->output_dir = options.output_dir;

@@ -182,6 +182,12 @@ const FlagSpec kFlags[] = {
        o->output_dir = v;
        return Status::OK();
      }},
+    {"--prefix-output-with-timestamp", "-prefix-timestamp", nullptr, "off",
+     "start each line of the ranks' output with the local time", false,
+     [](const std::string&, const std::string&, LauncherOptions* o) {
+       o->prefix_timestamp = true;
+       return Status::OK();
+     }},
     {"--straggler-report", nullptr, nullptr, "off",
      "at the end of the job, print rank 0's report of which ranks tensors waited on last, "
      "and for how long (sets HVD_STRAGGLER_REPORT=1 for the ranks)",
@@ -280,7 +286,9 @@ struct HorovodrunFlag {
 constexpr char kAutotuneWhy[] =
     "dprun's autotuner scores each setting over a fixed window (HVD_AUTOTUNE_WINDOW)";
 constexpr char kNoMpi[] = "dprun does not use MPI";
-constexpr char kNoTimestamps[] = "dprun's lines carry no timestamps";
+constexpr char kNoTimestamps[] =
+    "dprun's own messages carry no timestamps (--prefix-output-with-timestamp stamps the "
+    "ranks' lines)";
 
 const HorovodrunFlag kHorovodrunFlags[] = {
     {"--fusion-threshold-mb", "MB", HorovodrunFlag::kMiB, "HVD_FUSION_THRESHOLD"},
@@ -329,8 +337,6 @@ const HorovodrunFlag kHorovodrunFlags[] = {
      "dprun's runtime logs only warnings and errors"},
     {"--log-with-timestamp", nullptr, HorovodrunFlag::kNoEffect, kNoTimestamps},
     {"--no-log-hide-timestamp", nullptr, HorovodrunFlag::kNoEffect, kNoTimestamps},
-    {"--prefix-output-with-timestamp", nullptr, HorovodrunFlag::kNoEffect, kNoTimestamps},
-    {"-prefix-timestamp", nullptr, HorovodrunFlag::kNoEffect, kNoTimestamps},
     {"--mpi", nullptr, HorovodrunFlag::kRefused,
      "dprun starts its ranks itself and does not run MPI; drop the flag"},
     {"--jsrun", nullptr, HorovodrunFlag::kRefused,

@@ -31,6 +31,9 @@ struct LauncherOptions {
   // --output-filename DIR (horovodrun's): each rank's output lines also go to
   // DIR/rank.<r>/stdout and stderr (RankCommand::output_dir).
   std::string output_dir;
+  // --prefix-output-with-timestamp (horovodrun's): each rank's lines start with the
+  // local time.
+  bool prefix_timestamp = false;
   // --straggler-report: set HVD_STRAGGLER_REPORT=1 for every rank and print rank 0's
   // report (store key hvd/straggler_report) at the end of the job.
   bool straggler_report = false;

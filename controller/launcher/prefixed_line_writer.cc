@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <utility>
 
 namespace hvd {
@@ -32,6 +33,21 @@ void WriteFully(int fd, const std::string& data) {
   }
 }
 
+namespace {
+
+// asctime()'s form of the local time now, without its newline.
+std::string LocalTimeNow() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  char buf[64];
+  if (::localtime_r(&now, &tm) == nullptr ||
+      std::strftime(buf, sizeof(buf), "%a %b %e %H:%M:%S %Y", &tm) == 0)
+    return "";
+  return buf;
+}
+
+}  // namespace
+
 PrefixedLineWriter::PrefixedLineWriter(std::string prefix, int out_fd, size_t max_line)
     : prefix_(std::move(prefix)), out_fd_(out_fd), max_line_(max_line) {}
 
@@ -46,6 +62,7 @@ void PrefixedLineWriter::CopyTo(int fd) {
 
 void PrefixedLineWriter::Append(const char* data, size_t n) {
   std::string out;
+  const std::string stamp = stamp_ ? LocalTimeNow() : std::string();
   const char* end = data + n;
   while (data < end) {
     const size_t room = max_line_ - std::min(partial_.size(), max_line_);
@@ -59,6 +76,7 @@ void PrefixedLineWriter::Append(const char* data, size_t n) {
     const char* stop = newline != nullptr ? newline : data + span;
     last_line_ = partial_;
     last_line_.append(data, stop);
+    out += stamp;
     out += prefix_;
     out += last_line_;
     out += '\n';
@@ -73,7 +91,7 @@ void PrefixedLineWriter::Append(const char* data, size_t n) {
 void PrefixedLineWriter::Finish() {
   if (!partial_.empty()) {
     last_line_ = partial_;
-    const std::string line = prefix_ + partial_ + "\n";
+    const std::string line = (stamp_ ? LocalTimeNow() : std::string()) + prefix_ + partial_ + "\n";
     WriteFully(out_fd_, line);
     if (copy_fd_ >= 0) WriteFully(copy_fd_, line);
     partial_.clear();

@@ -33,6 +33,10 @@ class PrefixedLineWriter {
   // now owns and closes at Finish().
   void CopyTo(int fd);
 
+  // Puts the local time, as asctime() writes it, before each line's prefix
+  // (horovodrun's --prefix-output-with-timestamp): "Sat Dec  5 09:31:02 2026[1]<stdout>:".
+  void StampLines() { stamp_ = true; }
+
   // Buffers `data` and writes every line it completes, in one write.
   void Append(const char* data, size_t n);
 
@@ -47,6 +51,7 @@ class PrefixedLineWriter {
   std::string prefix_;
   int out_fd_;
   int copy_fd_ = -1;
+  bool stamp_ = false;
   size_t max_line_;
   std::string partial_;  // Bytes after the last newline.
   std::string last_line_;

@@ -35,10 +35,11 @@ RankOutput& RankOutput::operator=(RankOutput&& other) noexcept {
 }
 
 void RankOutput::Open(int fd, std::string prefix, int dest_fd, bool strip_start_marker,
-                      int copy_fd) {
+                      int copy_fd, bool stamp) {
   fd_ = fd;
   writer_ = std::make_unique<PrefixedLineWriter>(std::move(prefix), dest_fd);
   if (copy_fd >= 0) writer_->CopyTo(copy_fd);
+  if (stamp) writer_->StampLines();
   await_marker_ = strip_start_marker;
 }
 

@@ -41,9 +41,11 @@ class RankOutput {
   RankOutput& operator=(const RankOutput&) = delete;
 
   // Starts relaying `fd` (a non-blocking read end, now owned here) to `dest_fd`, each
-  // line prefixed with `prefix`, and the same lines to `copy_fd` when it is a file
-  // (owned here from now; --output-filename). Call once.
-  void Open(int fd, std::string prefix, int dest_fd, bool strip_start_marker, int copy_fd = -1);
+  // line prefixed with `prefix` (and the local time first, with `stamp`), and the
+  // same lines to `copy_fd` when it is a file (owned here from now; --output-filename).
+  // Call once.
+  void Open(int fd, std::string prefix, int dest_fd, bool strip_start_marker, int copy_fd = -1,
+            bool stamp = false);
 
   // Relays what the pipe holds now; closes the stream at its end.
   void ReadAvailable();

@@ -85,8 +85,9 @@ Status SpawnRank(const RankCommand& command, const sigset_t& child_mask, int out
   rank->stdin_fd = child.stdin_fd;
   rank->running = true;
   const std::string tag = "[" + std::to_string(rank->rank()) + "]";
-  rank->out.Open(child.stdout_fd, tag + "<stdout>:", out_fd, rank->spec.remote, out_file);
-  rank->err.Open(child.stderr_fd, tag + "<stderr>:", err_fd, false, err_file);
+  rank->out.Open(child.stdout_fd, tag + "<stdout>:", out_fd, rank->spec.remote, out_file,
+                 command.stamp_lines);
+  rank->err.Open(child.stderr_fd, tag + "<stderr>:", err_fd, false, err_file, command.stamp_lines);
   return Status::OK();
 }
 

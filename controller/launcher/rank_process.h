@@ -46,6 +46,8 @@ struct RankCommand {
   // stderr, r zero-padded to the digits of the job's last rank (horovodrun's layout).
   std::string output_dir;
   int rank_digits = 1;
+  // --prefix-output-with-timestamp: each relayed line starts with the local time.
+  bool stamp_lines = false;
 };
 
 // "<dir>/rank.<r>" with r padded to `digits` (RankCommand::output_dir). Pure.

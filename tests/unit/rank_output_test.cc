@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <regex>
 #include <string>
 
 #include "controller/launcher/remote_spawner.h"
@@ -94,6 +95,28 @@ TEST(RankOutput, CopiesTheLinesToAFile) {
   ::close(in);
   ::unlink(path);
   EXPECT_EQ(copied, "[3]<stderr>:one\n[3]<stderr>:two\n");
+}
+
+// --prefix-output-with-timestamp: asctime()'s local time before the prefix, on every
+// line, the last partial one included.
+TEST(RankOutput, StampsEachLineWithTheLocalTime) {
+  int src[2], dest[2];
+  ASSERT_EQ(::pipe2(src, O_CLOEXEC | O_NONBLOCK), 0);
+  ASSERT_EQ(::pipe2(dest, O_CLOEXEC | O_NONBLOCK), 0);
+  RankOutput output;
+  output.Open(src[0], "[1]<stdout>:", dest[1], false, -1, true);
+  ASSERT_EQ(::write(src[1], "one\ntwo", 7), 7);
+  ::close(src[1]);
+  output.ReadAvailable();
+  std::string text;
+  char buf[512];
+  for (ssize_t n; (n = ::read(dest[0], buf, sizeof(buf))) > 0;) text.append(buf, n);
+  ::close(dest[0]);
+  ::close(dest[1]);
+  const std::string stamp = "[A-Z][a-z][a-z] [A-Z][a-z][a-z] [ 1-3][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9] [0-9]+";
+  EXPECT_TRUE(std::regex_match(
+      text, std::regex(stamp + "\\[1\\]<stdout>:one\n" + stamp + "\\[1\\]<stdout>:two\n")))
+      << text;
 }
 
 TEST(RankOutput, StripsTheStartMarkerAndKeepsItsPid) {
