@@ -145,14 +145,19 @@ Status ConnectHostPlane(const HostPlaneOptions& opts, HostPlane* out) {
     return ConnectGlooContext(NewPrefixStore(opts.store, scope), opts.device, rank, n,
                               opts.timeout, ctx);
   };
+  auto members = [&](const std::string& scope, int rank, int n) {
+    ShmMembership m;
+    m.store = NewPrefixStore(opts.store, scope);
+    m.name_prefix = opts.name_prefix;
+    m.rank = rank;
+    m.size = n;
+    m.timeout = opts.timeout;
+    m.interrupt = opts.interrupt;
+    return m;
+  };
   auto shm = [&](const std::string& scope, int rank, int n, std::unique_ptr<Backend>* backend) {
     ShmOptions so;
-    so.store = NewPrefixStore(opts.store, scope);
-    so.name_prefix = opts.name_prefix;
-    so.rank = rank;
-    so.size = n;
-    so.timeout = opts.timeout;
-    so.interrupt = opts.interrupt;
+    static_cast<ShmMembership&>(so) = members(scope, rank, n);
     so.segment_bytes = kShmSegmentBytes;
     return CreateShmBackend(so, backend);
   };
@@ -160,12 +165,7 @@ Status ConnectHostPlane(const HostPlaneOptions& opts, HostPlane* out) {
   if (opts.path == HostPath::kShm) {
     HVD_RETURN_IF_ERROR(shm("shm/", opts.rank, size, &out->backend));
     ShmControlChannelOptions co;
-    co.store = NewPrefixStore(opts.store, "shm/");
-    co.name_prefix = opts.name_prefix;
-    co.rank = opts.rank;
-    co.size = size;
-    co.timeout = opts.timeout;
-    co.interrupt = opts.interrupt;
+    static_cast<ShmMembership&>(co) = members("shm/", opts.rank, size);
     co.slot_bytes = kShmSlotBytes;
     return NewShmControlChannel(co, &out->channel);
   }

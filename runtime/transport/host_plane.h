@@ -81,7 +81,7 @@ struct HostPlaneOptions {
   HierarchyChoice::Mode hierarchy = HierarchyChoice::Mode::kAuto;
   std::chrono::milliseconds timeout{30000};
   // Polled while the shared-memory segments wait for every rank to map them
-  // (ShmSegmentOptions::interrupt). May be empty.
+  // (ShmMembership::interrupt). May be empty.
   std::function<Status()> interrupt;
 };
 

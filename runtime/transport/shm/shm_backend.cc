@@ -452,13 +452,8 @@ Status CreateShmBackend(const ShmOptions& opts, std::unique_ptr<Backend>* out) {
     depth *= 2;
   const size_t slot_bytes = opts.segment_bytes / depth / 64 * 64;
   ShmSegmentOptions so;
-  so.store = opts.store;
-  so.name_prefix = opts.name_prefix;
+  static_cast<ShmMembership&>(so) = opts;
   so.kind = "backend";
-  so.rank = opts.rank;
-  so.size = opts.size;
-  so.timeout = opts.timeout;
-  so.interrupt = opts.interrupt;
   so.data_bytes = slot_bytes * depth * (opts.size + 1);
   so.counters_per_rank = kNumCounters;
   std::unique_ptr<ShmSegment> seg;

@@ -30,20 +30,14 @@
 
 #include "controller/store/store.h"
 #include "runtime/common/backend.h"
+#include "runtime/transport/shm/shm_segment.h"
 
 namespace hvd {
 
-struct ShmOptions {
-  // Already scoped to this communicator (e.g. NewPrefixStore(base, "ps3/")). Used
-  // only during creation, to publish the segment's name.
-  std::shared_ptr<Store> store;
-  // Unique per job and communicator, e.g. "hvd-<job>-<comm>"; names the segment.
-  std::string name_prefix;
-  int rank = 0;
-  int size = 1;
-  // Bounds creation and every wait inside a collective.
-  std::chrono::milliseconds timeout{30000};
-  std::function<Status()> interrupt;  // ShmSegmentOptions::interrupt
+// The store (already scoped to this communicator, e.g. NewPrefixStore(base,
+// "ps3/")), names, ranks, timeout (creation and every wait inside a collective) and
+// interrupt are ShmMembership's (shm_segment.h).
+struct ShmOptions : ShmMembership {
   // Staging bytes per rank (default 4 MiB). The segment holds size + 1 such areas
   // (one per rank plus the shared result area). Buffers larger than a staging area
   // are pipelined through it in segments. At least 128 * size bytes.

@@ -168,13 +168,8 @@ Status NewShmControlChannel(const ShmControlChannelOptions& opts,
                                    std::to_string(opts.slot_bytes) + " is below 4096");
   const size_t slot_bytes = opts.slot_bytes / 64 * 64;
   ShmSegmentOptions so;
-  so.store = opts.store;
-  so.name_prefix = opts.name_prefix;
+  static_cast<ShmMembership&>(so) = opts;
   so.kind = "control";
-  so.rank = opts.rank;
-  so.size = opts.size;
-  so.timeout = opts.timeout;
-  so.interrupt = opts.interrupt;
   so.data_bytes = slot_bytes * (opts.size + 1);
   so.counters_per_rank = kNumCounters;
   std::unique_ptr<ShmSegment> seg;

@@ -19,20 +19,12 @@
 #include "runtime/common/control_channel.h"
 #include "controller/store/store.h"
 #include "runtime/common/status.h"
+#include "runtime/transport/shm/shm_segment.h"
 
 namespace hvd {
 
-struct ShmControlChannelOptions {
-  // Already scoped to the communicator; used only while connecting.
-  std::shared_ptr<Store> store;
-  // Unique per job and communicator, e.g. "hvd-<job>-<comm>" (the same prefix as the
-  // communicator's ShmBackend is fine: the two segments are told apart).
-  std::string name_prefix;
-  int rank = 0;
-  int size = 1;
-  // Bounds connecting and every wait.
-  std::chrono::milliseconds timeout{30000};
-  std::function<Status()> interrupt;  // ShmSegmentOptions::interrupt
+// The store, names, ranks, timeout and interrupt are ShmMembership's (shm_segment.h).
+struct ShmControlChannelOptions : ShmMembership {
   // Bytes of one message slot (one per rank, plus one for the broadcast). A message
   // that fits (less a 64-byte header) moves in one handshake; longer ones move in
   // slot-sized chunks. Default 64 KiB; at least 4 KiB.

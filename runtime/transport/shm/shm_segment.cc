@@ -26,7 +26,7 @@ constexpr uint64_t kMagic = 0x68766473686d3031ull;  // "hvdshm01"
 constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
-// How often Arrive polls ShmSegmentOptions::interrupt (a store round trip).
+// How often Arrive polls ShmMembership::interrupt (a store round trip).
 constexpr auto kInterruptPeriod = std::chrono::milliseconds(250);
 
 struct ShmSegment::Header {

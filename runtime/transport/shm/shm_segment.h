@@ -68,22 +68,30 @@ inline bool CounterReached(uint32_t value, uint32_t target) {
   return static_cast<int32_t>(value - target) >= 0;
 }
 
-struct ShmSegmentOptions {
-  // Scoped to the communicator; the segment's name goes under "shm/<kind>/segment".
+// Which ranks share a segment and how long they wait for each other: the options
+// ShmSegment, ShmBackend (shm_backend.h) and the shm control channel
+// (shm_control_channel.h) have in common, the latter two passing them on.
+struct ShmMembership {
+  // Scoped to the communicator, used only while connecting: the segment's name goes
+  // under "shm/<kind>/segment".
   std::shared_ptr<Store> store;
-  // Unique per job and communicator, e.g. "hvd-<job>-<comm>". Characters other than
-  // [A-Za-z0-9._-] are replaced by '_'.
+  // Unique per job and communicator, e.g. "hvd-<job>-<comm>" (a backend and a
+  // control channel may share it: their segments are told apart). Characters other
+  // than [A-Za-z0-9._-] are replaced by '_'.
   std::string name_prefix;
-  // Tells the users of one communicator apart: "backend", "control".
-  std::string kind;
   int rank = 0;
   int size = 1;
-  // Bounds Create() and every wait.
+  // Bounds connecting and every wait.
   std::chrono::milliseconds timeout{30000};
-  // Polled while Create waits for the other ranks to map the segment (a rank that
+  // Polled while connecting waits for the other ranks to map the segment (a rank that
   // has not mapped it yet has no pid here to check): a non-OK status ends the wait
   // with it. The runtime passes the launcher's record of a dead rank. May be empty.
   std::function<Status()> interrupt;
+};
+
+struct ShmSegmentOptions : ShmMembership {
+  // Tells the users of one communicator apart: "backend", "control".
+  std::string kind;
   // Bytes after the header for the caller (rounded up to 4 KiB).
   size_t data_bytes = 0;
   // Counters in each rank's block (at most kMaxCounters).
