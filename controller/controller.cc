@@ -455,8 +455,18 @@ void Controller::InspectStalls(Clock::time_point now, std::vector<proto::Respons
     report += "\n  " + line;
   }
   if (report.empty()) return;
+  // What happens next: a wait that ends (the default) is said, with its bound.
+  const int64_t bound_ms = options_.stall_shutdown.count();
+  const std::string next =
+      failing ? ""
+      : bound_ms > 0
+          ? "\n  (each fails on every rank once it has waited " +
+                (bound_ms % 1000 == 0 ? std::to_string(bound_ms / 1000) + " s"
+                                      : std::to_string(bound_ms) + " ms") +
+                ": HVD_STALL_SHUTDOWN_TIME)"
+          : "\n  (HVD_STALL_SHUTDOWN_TIME is 0: they wait for ever; set it to fail them)";
   options_.log("dprun: stall: some ranks have submitted tensors that others have not:" + report +
-               (failing ? "" : "\n  (set HVD_STALL_SHUTDOWN_TIME to fail such tensors)"));
+               next);
 }
 
 }  // namespace hvd

@@ -687,7 +687,8 @@ TEST(ControllerTest, StallInspectorLogsPartiallySubmittedTensors) {
   std::vector<std::string> lines = log.Take();
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_THAT(lines[0], AllOf(HasSubstr("'s'"), HasSubstr("submitted by ranks [0, 2]"), HasSubstr("missing ranks [1]"),
-                              HasSubstr("HVD_STALL_SHUTDOWN_TIME")));
+                              HasSubstr("(HVD_STALL_SHUTDOWN_TIME is 0: they wait for ever; set it "
+                                        "to fail them)")));
   // Once the straggler arrives the tensor completes normally and the warnings stop.
   out = job.Cycle(Lists(3).Add(1, Allreduce("s", 1)).lists, At(80));
   ASSERT_EQ(out.responses_size(), 1);
@@ -723,7 +724,10 @@ TEST(ControllerTest, StallShutdownFailsTheTensorWithTimeoutOnEveryRank) {
   job.Cycle(Lists(3).Add(0, Allreduce("late", 1)).lists, At(0));
   proto::ResponseList out = job.Cycle(Lists(3).lists, At(60));
   EXPECT_EQ(out.responses_size(), 0) << "past stall_check but not stall_shutdown: only a warning";
-  EXPECT_EQ(log.Take().size(), 1u);
+  std::vector<std::string> warned = log.Take();
+  ASSERT_EQ(warned.size(), 1u);
+  EXPECT_THAT(warned[0], HasSubstr("(each fails on every rank once it has waited 100 ms: "
+                                   "HVD_STALL_SHUTDOWN_TIME)"));
   out = job.Cycle(Lists(3).lists, At(120));
   ASSERT_EQ(out.responses_size(), 1);
   const proto::Response& r = out.responses(0);
