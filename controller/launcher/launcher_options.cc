@@ -412,11 +412,8 @@ std::string HorovodrunHelp(const HorovodrunFlag& h) {
 }
 
 const FlagSpec* FindFlag(const std::string& name) {
-  auto named = [&](const FlagSpec& f) {
-    return name == f.name || (f.alias != nullptr && name == f.alias);
-  };
   for (const FlagSpec& f : kFlags)
-    if (named(f)) return &f;
+    if (name == f.name || (f.alias != nullptr && name == f.alias)) return &f;
   return nullptr;
 }
 

@@ -83,17 +83,19 @@ void PrefixedLineWriter::Append(const char* data, size_t n) {
     partial_.clear();
     data = newline != nullptr ? newline + 1 : stop;
   }
-  if (out.empty()) return;
-  WriteFully(out_fd_, out);
-  if (copy_fd_ >= 0) WriteFully(copy_fd_, out);
+  Emit(out);
+}
+
+void PrefixedLineWriter::Emit(const std::string& lines) {
+  if (lines.empty()) return;
+  WriteFully(out_fd_, lines);
+  if (copy_fd_ >= 0) WriteFully(copy_fd_, lines);
 }
 
 void PrefixedLineWriter::Finish() {
   if (!partial_.empty()) {
     last_line_ = partial_;
-    const std::string line = (stamp_ ? LocalTimeNow() : std::string()) + prefix_ + partial_ + "\n";
-    WriteFully(out_fd_, line);
-    if (copy_fd_ >= 0) WriteFully(copy_fd_, line);
+    Emit((stamp_ ? LocalTimeNow() : std::string()) + prefix_ + partial_ + "\n");
     partial_.clear();
   }
   if (copy_fd_ >= 0) ::close(std::exchange(copy_fd_, -1));

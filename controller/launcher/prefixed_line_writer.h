@@ -48,6 +48,9 @@ class PrefixedLineWriter {
   const std::string& last_line() const { return last_line_; }
 
  private:
+  // Writes whole lines to the destination and the copy.
+  void Emit(const std::string& lines);
+
   std::string prefix_;
   int out_fd_;
   int copy_fd_ = -1;

@@ -424,8 +424,6 @@ Status NcclOps::Reducescatter(const Response& r, const std::vector<TensorEntry*>
   const int me = comm_->rank();
   const int n = static_cast<int>(r.names.size());
   const ScatterLayout layout(r, size);
-  auto row = [&](int i) { return layout.row(i); };
-  auto rows = [&](int i, int rank) { return layout.rows(i, rank); };
   const std::vector<int64_t>& recv_counts = layout.counts;
   const int64_t block = *std::max_element(recv_counts.begin(), recv_counts.end());
   const bool even = std::all_of(recv_counts.begin(), recv_counts.end(),
@@ -438,9 +436,9 @@ Status NcclOps::Reducescatter(const Response& r, const std::vector<TensorEntry*>
     TensorEntry* e = entries[i];
     if (e == nullptr) continue;
     std::shared_ptr<void> result;
-    HVD_RETURN_IF_ERROR(AllocateResult(e, rows(i, me) * row(i) * elem, &result));
+    HVD_RETURN_IF_ERROR(AllocateResult(e, layout.elements(i, me) * elem, &result));
     results[i] = result.get();
-    e->work->result_shape() = WithFirstDim(e->shape, rows(i, me));
+    e->work->result_shape() = WithFirstDim(e->shape, layout.rows(i, me));
   }
   auto scatter = [&](const void* src, void* dst) {
     if (block == 0) return Status::OK();
@@ -470,9 +468,9 @@ Status NcclOps::Reducescatter(const Response& r, const std::vector<TensorEntry*>
     int64_t off = rank * block;
     for (int i = 0; i < n; ++i) {
       const int64_t first_row = layout.first_row(i, rank);
-      const int64_t count = rows(i, rank) * row(i);
+      const int64_t count = layout.elements(i, rank);
       if (entries[i] != nullptr && count > 0)
-        in.push_back({At(entries[i]->input, first_row * row(i) * elem), At(buf, off * elem), count});
+        in.push_back({At(entries[i]->input, first_row * layout.row(i) * elem), At(buf, off * elem), count});
       off += count;
     }
   }
@@ -481,7 +479,7 @@ Status NcclOps::Reducescatter(const Response& r, const std::vector<TensorEntry*>
   std::vector<CopyDesc> out;
   int64_t off = 0;
   for (int i = 0; i < n; ++i) {
-    const int64_t count = rows(i, me) * row(i);
+    const int64_t count = layout.elements(i, me);
     if (entries[i] != nullptr && count > 0) out.push_back({At(mine, off * elem), results[i], count});
     off += count;
   }

@@ -367,8 +367,6 @@ Status Executor::Reducescatter(const Response& r, const std::vector<TensorEntry*
   const int me = backend_->rank();
   const int n = static_cast<int>(r.names.size());
   const ScatterLayout layout(r, size);
-  auto row = [&](int i) { return layout.row(i); };
-  auto rows = [&](int i, int rank) { return layout.rows(i, rank); };
   const std::vector<int64_t>& recv_counts = layout.counts;
   const int64_t total = std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0});
 
@@ -378,10 +376,10 @@ Status Executor::Reducescatter(const Response& r, const std::vector<TensorEntry*
   for (int rank = 0; rank < size; ++rank) {
     for (int i = 0; i < n; ++i) {
       const int64_t first_row = layout.first_row(i, rank);
-      const int64_t count = rows(i, rank) * row(i);
+      const int64_t count = layout.elements(i, rank);
       if (entries[i] != nullptr) {
         ScaledCopy(dtype, buf + off * elem,
-                   static_cast<const uint8_t*>(entries[i]->input) + first_row * row(i) * elem, count,
+                   static_cast<const uint8_t*>(entries[i]->input) + first_row * layout.row(i) * elem, count,
                    r.prescale_factor);
       } else {
         FillIdentity(dtype, op, buf + off * elem, count);
@@ -405,7 +403,7 @@ Status Executor::Reducescatter(const Response& r, const std::vector<TensorEntry*
   Mark(r, Phase::kCopyOut, true);
   off = 0;
   for (int i = 0; i < n; ++i) {
-    const int64_t count = rows(i, me) * row(i);
+    const int64_t count = layout.elements(i, me);
     uint8_t* src = mine + off * elem;
     off += count;
     TensorEntry* e = entries[i];
@@ -414,7 +412,7 @@ Status Executor::Reducescatter(const Response& r, const std::vector<TensorEntry*
     auto& out = e->work->result();
     if (!direct) out.resize(count * elem);
     ScaledCopy(dtype, out.data(), src, count, r.postscale_factor);  // in place if direct
-    e->work->result_shape() = WithFirstDim(e->shape, rows(i, me));
+    e->work->result_shape() = WithFirstDim(e->shape, layout.rows(i, me));
     e->work->Complete(Status::OK());
   }
   Mark(r, Phase::kCopyOut, false);

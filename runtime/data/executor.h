@@ -47,8 +47,7 @@ inline int64_t ScatterRows(int64_t dim0, int size, int r) {
 struct ScatterLayout {
   ScatterLayout(const Response& r, int size) : response(r), ranks(size), counts(size, 0) {
     for (int rank = 0; rank < size; ++rank)
-      for (size_t i = 0; i < r.names.size(); ++i)
-        counts[rank] += rows(static_cast<int>(i), rank) * row(static_cast<int>(i));
+      for (size_t i = 0; i < r.names.size(); ++i) counts[rank] += elements(static_cast<int>(i), rank);
   }
   // Elements in one row of tensor i.
   int64_t row(int i) const {
@@ -56,6 +55,8 @@ struct ScatterLayout {
   }
   // Rows of tensor i that `rank` receives, and the first of them.
   int64_t rows(int i, int rank) const { return ScatterRows(response.rank_dims[i], ranks, rank); }
+  // Elements of tensor i that `rank` receives.
+  int64_t elements(int i, int rank) const { return rows(i, rank) * row(i); }
   int64_t first_row(int i, int rank) const {
     int64_t first = 0;
     for (int k = 0; k < rank; ++k) first += rows(i, k);
