@@ -59,8 +59,7 @@ bool ElasticMembership::Blacklisted(const std::string& host, Clock::time_point n
   return it != hosts_.end() && now < it->second.blacklisted_until;
 }
 
-int64_t ElasticMembership::NextGeneration(
-    std::vector<std::pair<std::string, std::string>>* assignments) {
+std::vector<ElasticMembership::Assignment> ElasticMembership::Upcoming() const {
   std::vector<const Worker*> members;
   for (const Worker& w : workers_)
     if (w.running) members.push_back(&w);
@@ -74,16 +73,27 @@ int64_t ElasticMembership::NextGeneration(
     local[r] = on_host[members[r]->host]++;
     ++cross_size[local[r]];
   }
-  assignments->clear();
-  latest_.clear();
+  std::vector<Assignment> out;
   for (int r = 0; r < size; ++r) {
     const int cross = with_local[local[r]]++;
+    out.push_back({members[r]->id, members[r]->host,
+                   RankTopology{r, size, local[r], host_size[members[r]->host], cross,
+                                cross_size[local[r]]}});
+  }
+  return out;
+}
+
+int64_t ElasticMembership::NextGeneration(
+    std::vector<std::pair<std::string, std::string>>* assignments) {
+  assignments->clear();
+  latest_.clear();
+  for (const Assignment& a : Upcoming()) {
+    const RankTopology& t = a.topology;
     assignments->emplace_back(
-        members[r]->id, std::to_string(r) + " " + std::to_string(size) + " " +
-                            std::to_string(local[r]) + " " +
-                            std::to_string(host_size[members[r]->host]) + " " +
-                            std::to_string(cross) + " " + std::to_string(cross_size[local[r]]));
-    latest_.push_back(members[r]->id);
+        a.id, std::to_string(t.rank) + " " + std::to_string(t.size) + " " +
+                  std::to_string(t.local_rank) + " " + std::to_string(t.local_size) + " " +
+                  std::to_string(t.cross_rank) + " " + std::to_string(t.cross_size));
+    latest_.push_back(a.id);
   }
   if (generation_ >= 0) ++resets_;
   return ++generation_;

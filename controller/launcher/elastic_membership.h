@@ -25,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "controller/launcher/rank_placement.h"
+
 namespace hvd {
 namespace launcher {
 
@@ -59,8 +61,18 @@ class ElasticMembership {
   // Whether `host` is blacklisted at `now`.
   bool Blacklisted(const std::string& host, Clock::time_point now) const;
 
-  // Numbers the running workers for a new generation; returns its number and each
-  // worker's "rank size local_rank local_size cross_rank cross_size", in rank order.
+  // A running worker's place in the next generation.
+  struct Assignment {
+    std::string id, host;
+    RankTopology topology;
+  };
+  // The running workers' places in the next generation, in rank order, before it
+  // is numbered: a new worker's variables are set from it before it starts.
+  std::vector<Assignment> Upcoming() const;
+
+  // Numbers the running workers for a new generation (as Upcoming); returns its
+  // number and each worker's "rank size local_rank local_size cross_rank
+  // cross_size", in rank order.
   int64_t NextGeneration(std::vector<std::pair<std::string, std::string>>* assignments);
 
   // Whether worker `id` is in the latest generation.

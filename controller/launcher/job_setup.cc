@@ -26,7 +26,7 @@ constexpr size_t kJobIdBytes = 8;
 Status ChooseAddresses(const LauncherOptions& options, std::vector<HostSlots>* hosts,
                        std::vector<bool>* local, std::string* store_host) {
   *hosts = options.hosts;
-  if (hosts->empty()) hosts->push_back({"127.0.0.1", options.num_ranks, ""});
+  if (hosts->empty()) hosts->push_back({"localhost", options.num_ranks, ""});
   // "user@host" is for ssh; the address is the host's.
   auto machine = [](const std::string& host) { return host.substr(host.find('@') + 1); };
   const HostSlots* first_remote = nullptr;

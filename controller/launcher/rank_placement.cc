@@ -5,6 +5,20 @@
 namespace hvd {
 namespace launcher {
 
+EnvVars TopologyVariables(const RankTopology& t, const std::string& host) {
+  const std::pair<const char*, int> values[] = {
+      {"RANK", t.rank},           {"SIZE", t.size},
+      {"LOCAL_RANK", t.local_rank}, {"LOCAL_SIZE", t.local_size},
+      {"CROSS_RANK", t.cross_rank}, {"CROSS_SIZE", t.cross_size},
+  };
+  EnvVars vars;
+  for (const char* prefix : {"HVD_", "HOROVOD_"})
+    for (const auto& [name, value] : values)
+      vars.emplace_back(prefix + std::string(name), std::to_string(value));
+  vars.emplace_back("HOROVOD_HOSTNAME", host);
+  return vars;
+}
+
 Status PlaceRanks(int num_ranks, const std::vector<HostSlots>& hosts, const JobEndpoint& job,
                   std::vector<RankPlacement>* out) {
   if (num_ranks < 1)
@@ -44,18 +58,15 @@ Status PlaceRanks(int num_ranks, const std::vector<HostSlots>& hosts, const JobE
       p.host = hosts[host].host;
       const std::string& address =
           hosts[host].address.empty() ? hosts[host].host : hosts[host].address;
-      p.env = {
-          {"HVD_RANK", std::to_string(rank)},
-          {"HVD_SIZE", std::to_string(num_ranks)},
-          {"HVD_LOCAL_RANK", std::to_string(local_rank)},
-          {"HVD_LOCAL_SIZE", std::to_string(used[host])},
-          {"HVD_CROSS_RANK", std::to_string(cross_rank)},
-          {"HVD_CROSS_SIZE", std::to_string(cross_size)},
+      p.env = TopologyVariables(
+          {rank, num_ranks, local_rank, used[host], cross_rank, cross_size}, p.host);
+      const EnvVars job_vars = {
           {"HVD_STORE_ADDR", job.store_addr},
           {"HVD_STORE_SECRET", job.store_secret},
           {"HVD_GLOO_HOSTNAME", address},
           {"HVD_JOB_ID", job.job_id},
       };
+      p.env.insert(p.env.end(), job_vars.begin(), job_vars.end());
       if (!job.network_interface.empty()) {
         p.env.emplace_back("HVD_GLOO_IFACE", job.network_interface);
         p.env.emplace_back("NCCL_SOCKET_IFNAME", job.network_interface);

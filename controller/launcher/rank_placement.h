@@ -38,6 +38,22 @@ struct JobEndpoint {
   std::string network_interface;
 };
 
+// Where a rank stands in its job (see the file comment for the terms).
+struct RankTopology {
+  int rank = 0, size = 1;
+  int local_rank = 0, local_size = 1;
+  int cross_rank = 0, cross_size = 1;
+};
+
+using EnvVars = std::vector<std::pair<std::string, std::string>>;
+
+// A rank's topology as variables: HVD_RANK, HVD_SIZE, HVD_LOCAL_RANK, HVD_LOCAL_SIZE,
+// HVD_CROSS_RANK, HVD_CROSS_SIZE (the runtime's), then the same values under
+// horovodrun's names, HOROVOD_RANK ... HOROVOD_CROSS_SIZE, and HOROVOD_HOSTNAME =
+// `host`, as horovodrun sets them: scripts written for horovodrun read them before
+// or without init (Horovod's own tests do). The runtime reads only the HVD_ ones.
+EnvVars TopologyVariables(const RankTopology& t, const std::string& host);
+
 struct RankPlacement {
   int rank = 0;
   int host_index = 0;  // Index into the host list.
@@ -50,8 +66,6 @@ struct RankPlacement {
 // than 1 slot or the hosts have fewer slots than ranks in all.
 Status PlaceRanks(int num_ranks, const std::vector<HostSlots>& hosts, const JobEndpoint& job,
                   std::vector<RankPlacement>* out);
-
-using EnvVars = std::vector<std::pair<std::string, std::string>>;
 
 // The variables dprun passes on beyond the placement's: every HVD_*, HOROVOD_* and
 // NCCL_* variable of `environment` ("NAME=value" entries, dprun's own), then each -x

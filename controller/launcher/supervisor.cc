@@ -296,8 +296,19 @@ void Supervisor::Discover() {
     }
   }
   if (changed) {
+    PlaceNewWorkers();
     SpawnPending();
     PublishGeneration();
+  }
+}
+
+void Supervisor::PlaceNewWorkers() {
+  for (const ElasticMembership::Assignment& a : elastic_->Upcoming()) {
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      if (worker_ids_[i] != a.id || !ranks_[i].pending) continue;
+      EnvVars& env = ranks_[i].spec.placement.env;
+      env = MergeVariables(env, TopologyVariables(a.topology, a.host));
+    }
   }
 }
 

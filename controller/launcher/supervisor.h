@@ -94,6 +94,9 @@ class Supervisor {
   void ElasticTick(Clock::time_point now);
   void Discover();
   void AddWorker(const std::string& host);
+  // Gives each worker not yet started the topology variables of its place in the
+  // coming generation (AddWorker copies rank 0's).
+  void PlaceNewWorkers();
 
   const LauncherOptions& options_;
   std::vector<RankProcess> ranks_;

@@ -7,11 +7,12 @@ synthetic dataset that survives ranks dying or joining.
 
 Options (environment): ELASTIC_EPOCHS (3), ELASTIC_BATCH (8), ELASTIC_SAMPLES (960),
 ELASTIC_STEP_SLEEP (seconds after each step, 0), ELASTIC_LOG (a directory: each
-worker appends "epoch E gen G rank R indices i,j,..." per committed batch and, at
-the end, "final <checksum>"), ELASTIC_KILL=ID:EPOCH:BATCH (worker ID SIGKILLs itself
-right after committing that batch), ELASTIC_KILL_ON_RESET=ID (worker ID SIGKILLs itself
-as it rejoins after a reset), ELASTIC_FINAL_SLEEP=ID:SECONDS (worker ID waits that
-long after training before it exits): for tests.
+worker appends "start loss L start_rank R host H" as it starts, "epoch E gen G rank R
+indices i,j,..." per committed batch and, at the end, "final <checksum>"),
+ELASTIC_KILL=ID:EPOCH:BATCH (worker ID SIGKILLs itself right after committing that
+batch), ELASTIC_KILL_ON_RESET=ID (worker ID SIGKILLs itself as it rejoins after a
+reset), ELASTIC_FINAL_SLEEP=ID:SECONDS (worker ID waits that long after training
+before it exits): for tests.
 """
 
 import os
@@ -97,7 +98,10 @@ def on_reset():
 
 state = hvd.elastic.TorchState(model, optimizer, train_sampler=sampler, epoch=0, batch=0)
 state.register_reset_callbacks([on_reset])
-log("start loss %.6f" % full_loss())
+# Where this worker started, from horovodrun's variables (dprun sets them too; a
+# worker added later gets its place in the generation it joins).
+log("start loss %.6f start_rank %s host %s" % (
+    full_loss(), os.environ.get("HOROVOD_RANK"), os.environ.get("HOROVOD_HOSTNAME")))
 train(state)
 checksum = sum(float(p.double().sum()) for p in model.parameters())
 log("final %.10f loss %.6f size %d" % (checksum, full_loss(), hvd.size()))

@@ -226,6 +226,47 @@ TEST(DprunTest, EachRankGetsItsEnvironment) {
     EXPECT_TRUE(Contains(d.err(), "rank " + std::to_string(r) + " (pid ")) << d.err();
 }
 
+// Scripts written for horovodrun read its variables (Horovod's own tests read
+// HOROVOD_RANK before init): each rank has them, with the HVD_ values, and
+// HOROVOD_HOSTNAME is the host it was placed on (localhost without -H, as horovodrun).
+TEST(DprunTest, EachRankGetsHorovodrunsVariablesToo) {
+  const std::string script =
+      "echo hv $HOROVOD_RANK $HOROVOD_SIZE $HOROVOD_LOCAL_RANK $HOROVOD_LOCAL_SIZE "
+      "$HOROVOD_CROSS_RANK $HOROVOD_CROSS_SIZE $HOROVOD_HOSTNAME $HVD_RANK $HVD_LOCAL_RANK "
+      "$HVD_CROSS_RANK";
+  // rank, size, local rank, local size, cross rank, cross size, host.
+  const std::vector<std::vector<std::string>> want = {{"0", "3", "0", "2", "0", "2", "localhost"},
+                                                      {"1", "3", "1", "2", "0", "1", "localhost"},
+                                                      {"2", "3", "0", "1", "1", "2", "127.0.0.1"}};
+  for (bool two_hosts : {false, true}) {
+    std::vector<std::string> extra = kNoStartCheck;
+    if (two_hosts) extra.insert(extra.end(), {"-H", "localhost:2,127.0.0.1:1"});
+    JobRunner d(Dprun(Args(3, script, extra)));
+    ASSERT_EQ(Finish(d), 0) << d.err();
+    int seen = 0;
+    for (const std::string& line : Lines(d.out())) {
+      RelayedLine l;
+      ASSERT_TRUE(ParseRelayedLine(line, &l)) << line;
+      const std::vector<std::string> w = Words(l.text);
+      ASSERT_EQ(w.size(), 11u) << line;
+      ++seen;
+      const std::string r = std::to_string(l.rank);
+      EXPECT_EQ(w[1], r) << line;
+      EXPECT_EQ(w[8], r) << line;  // HVD_RANK
+      if (two_hosts) {
+        for (size_t i = 0; i < 7; ++i) EXPECT_EQ(w[i + 1], want[l.rank][i]) << line;
+        EXPECT_EQ(w[9], w[3]) << line;   // HVD_LOCAL_RANK
+        EXPECT_EQ(w[10], w[5]) << line;  // HVD_CROSS_RANK
+      } else {
+        EXPECT_EQ(w[2], "3") << line;
+        EXPECT_EQ(w[3], r) << line;
+        EXPECT_EQ(w[7], "localhost") << line;
+      }
+    }
+    EXPECT_EQ(seen, 3) << d.out();
+  }
+}
+
 TEST(DprunTest, AllRanksSucceedingExitsZero) {
   JobRunner d(Dprun(Args(4, "exit 0")));
   EXPECT_EQ(Finish(d), 0) << d.err();

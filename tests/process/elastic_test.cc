@@ -39,6 +39,7 @@ struct TempDir {
 
 struct WorkerLog {
   double start_loss = -1, final_loss = -1;
+  std::string start_rank, host;  // HOROVOD_RANK and HOROVOD_HOSTNAME as it started
   std::string checksum;  // empty: no "final" line
   int final_size = 0;
   std::map<int, std::vector<int>> samples;  // epoch -> indices, in order
@@ -53,7 +54,7 @@ WorkerLog ReadLog(const std::string& file) {
     std::string word;
     s >> word;
     if (word == "start") {
-      s >> word >> w.start_loss;
+      s >> word >> w.start_loss >> word >> w.start_rank >> word >> w.host;
     } else if (word == "final") {
       s >> w.checksum >> word >> w.final_loss >> word >> w.final_size;
     } else if (word == "epoch") {
@@ -202,6 +203,12 @@ TEST(Elastic, ADiscoveredHostGrowsTheJobAndTheNewRanksGetTheState) {
     EXPECT_EQ(w.final_size, 4) << id;
     checksums.insert(w.checksum);
   }
+  // horovodrun's variables: the new workers start with their places in generation 1.
+  EXPECT_EQ(logs.at("w1").start_rank, "1");
+  EXPECT_EQ(logs.at("w1").host, "localhost");
+  EXPECT_EQ(logs.at("w2").start_rank, "2");
+  EXPECT_EQ(logs.at("w3").start_rank, "3");
+  EXPECT_EQ(logs.at("w3").host, "127.0.0.1");
   EXPECT_EQ(checksums.size(), 1u) << "the ranks' parameters differ";
 }
 

@@ -30,6 +30,16 @@ TEST(ElasticMembership, GenerationsNumberTheRunningWorkersInStartOrder) {
   EXPECT_EQ(m.Ended("w1", /*failed=*/true, Clock::now(), &reset), "");
   EXPECT_TRUE(reset);
   m.Add("w3", "b");
+  // Before it is numbered, the next generation's places: what a new worker starts with.
+  const auto upcoming = m.Upcoming();
+  ASSERT_EQ(upcoming.size(), 3u);
+  EXPECT_EQ(upcoming[2].id, "w3");
+  EXPECT_EQ(upcoming[2].host, "b");
+  EXPECT_EQ(upcoming[2].topology.rank, 2);
+  EXPECT_EQ(upcoming[2].topology.local_rank, 1);
+  EXPECT_EQ(upcoming[2].topology.local_size, 2);
+  EXPECT_EQ(upcoming[2].topology.cross_size, 1);
+  EXPECT_EQ(m.generation(), 0);
   EXPECT_EQ(m.NextGeneration(&a), 1);
   EXPECT_THAT(a, ElementsAre(Pair("w0", "0 3 0 1 0 2"), Pair("w2", "1 3 0 2 1 2"),
                              Pair("w3", "2 3 1 2 0 1")));

@@ -93,6 +93,25 @@ TEST(RankPlacement, AddressAndInterfaceVariables) {
   EXPECT_EQ(EnvOf(plain[0]).count("HVD_GLOO_IFACE"), 0u);
 }
 
+TEST(RankPlacement, HorovodrunsVariablesRepeatTheTopologyAndNameTheHost) {
+  std::vector<RankPlacement> out;
+  ASSERT_TRUE(PlaceRanks(3, {{"a", 2, "10.0.0.2"}, {"b", 2, ""}}, {}, &out).ok());
+  for (const RankPlacement& p : out) {
+    auto env = EnvOf(p);
+    for (const char* name :
+         {"RANK", "SIZE", "LOCAL_RANK", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE"})
+      EXPECT_EQ(env[std::string("HOROVOD_") + name], env[std::string("HVD_") + name])
+          << name << " of rank " << p.rank;
+    EXPECT_EQ(env["HOROVOD_HOSTNAME"], p.rank < 2 ? "a" : "b");  // the name, not the address
+  }
+  EXPECT_EQ(EnvOf(out[2])["HOROVOD_RANK"], "2");
+  EXPECT_EQ(EnvOf(out[2])["HOROVOD_CROSS_RANK"], "1");
+  const EnvVars v = TopologyVariables({5, 8, 1, 4, 1, 2}, "h");
+  EXPECT_EQ(v.size(), 13u);
+  EXPECT_EQ(v.front(), (std::pair<std::string, std::string>("HVD_RANK", "5")));
+  EXPECT_EQ(v.back(), (std::pair<std::string, std::string>("HOROVOD_HOSTNAME", "h")));
+}
+
 TEST(RankPlacement, RejectsTooFewSlotsAndEmptyHosts) {
   std::vector<RankPlacement> out;
   Status s = PlaceRanks(5, {{"a", 2, ""}, {"b", 2, ""}}, {}, &out);
