@@ -42,11 +42,16 @@ std::string ElasticMembership::Ended(const std::string& id, bool failed, Clock::
   if (running() < min_np_)
     return std::to_string(running()) + " rank(s) left, fewer than --min-np " +
            std::to_string(min_np_);
-  if (resets_ >= reset_limit_)
-    return "the job was reset " + std::to_string(resets_) + " time(s) (--reset-limit " +
-           std::to_string(reset_limit_) + ")";
+  const std::string refused = ResetRefused();
+  if (!refused.empty()) return refused;
   *reset = true;
   return "";
+}
+
+std::string ElasticMembership::ResetRefused() const {
+  if (resets_ < reset_limit_) return "";
+  return "the job was reset " + std::to_string(resets_) + " time(s) (--reset-limit " +
+         std::to_string(reset_limit_) + ")";
 }
 
 void ElasticMembership::Stopped(const std::string& id) {

@@ -11,13 +11,15 @@
 //     slot with a worker that waits for ranks that have finished);
 //   - a worker that fails (non-zero, a signal) is gone: a new generation of the rest,
 //     unless fewer than min_np would remain or the reset limit is reached, which end
-//     the job with the cause;
+//     the job with the cause; the limit bounds every new generation, a discovered
+//     change's too (ResetRefused);
 //   - a host whose workers failed kBlacklistFailures times is blacklisted for
 //     kBlacklistCooldown: no worker starts there meanwhile;
 //   - workers may be added while fewer than max_np run.
 #ifndef HVD_CONTROLLER_LAUNCHER_ELASTIC_MEMBERSHIP_H_
 #define HVD_CONTROLLER_LAUNCHER_ELASTIC_MEMBERSHIP_H_
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -42,9 +44,12 @@ class ElasticMembership {
 
   // A worker was started on `host`; it belongs to the next generation.
   void Add(const std::string& id, const std::string& host);
-  // Whether another worker may start: fewer than max_np run, and none is done.
-  bool CanAdd() const { return !finishing_ && running() < max_np_; }
   int running() const;
+  // How many workers may start once `leaving` of the running ones have stopped: up
+  // to max_np in all, none once a worker is done.
+  int Vacancies(int leaving) const {
+    return finishing_ ? 0 : std::max(0, max_np_ - running() + leaving);
+  }
   // The workers running on `host`.
   int RunningOn(const std::string& host) const;
   // The ids of the workers running on `host`.
@@ -53,6 +58,10 @@ class ElasticMembership {
   // Worker `id` ended. Returns "" when the job goes on (a new generation is due if
   // *reset), else why it must end.
   std::string Ended(const std::string& id, bool failed, Clock::time_point now, bool* reset);
+  // Why no further generation may follow (the reset limit: every generation after
+  // the first counts, whether a worker failed or discovery added or removed
+  // workers, as horovodrun's --reset-limit), or "" if one may.
+  std::string ResetRefused() const;
   // dprun stops worker `id` (its host is gone): it leaves, neither failed nor done.
   void Stopped(const std::string& id);
   // Whether a worker of its generation ended with code 0 (Ended, not failed).

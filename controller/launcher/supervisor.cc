@@ -251,6 +251,8 @@ void Supervisor::ElasticTick(Clock::time_point now) {
       requests > reset_requests_seen_) {
     reset_requests_seen_ = requests;
     reporter_.Message("a rank asked for a new generation");
+    const std::string refused = elastic_->ResetRefused();
+    if (!refused.empty()) return Fail(refused, 1);
     PublishGeneration();
   }
   if (!options_.host_discovery_script.empty() && now >= next_discovery_) {
@@ -266,40 +268,47 @@ void Supervisor::Discover() {
     reporter_.Message("host discovery: " + why);
     return;
   }
-  bool changed = false;
-  // Vanished hosts: their workers leave the job.
+  // Vanished hosts: their workers leave the job; free slots on the hosts there are
+  // get new ones.
+  std::vector<size_t> leaving;
   for (size_t i = 0; i < ranks_.size(); ++i) {
-    RankProcess& r = ranks_[i];
-    if (!r.running) continue;
+    const RankProcess& r = ranks_[i];
     const std::string host = r.spec.host.empty() ? "localhost" : r.spec.host;
-    if (std::any_of(hosts.begin(), hosts.end(), [&](const HostSlots& h) { return h.host == host; }))
-      continue;
-    elastic_->Stopped(worker_ids_[i]);
-    reporter_.Message("host " + host + " is gone: stopping " + r.Name());
-    ::kill(-r.pid, SIGTERM);
-    ::kill(-r.pid, SIGCONT);
-    changed = true;
+    if (r.running && std::none_of(hosts.begin(), hosts.end(),
+                                  [&](const HostSlots& h) { return h.host == host; }))
+      leaving.push_back(i);
   }
-  // Free slots on the hosts there are.
+  std::vector<std::string> joining;
   const auto now = Clock::now();
+  const int can_add = elastic_->Vacancies(static_cast<int>(leaving.size()));
   for (const HostSlots& h : hosts) {
     if (elastic_->Blacklisted(h.host, now)) continue;
-    for (int free = h.slots - elastic_->RunningOn(h.host); free > 0 && elastic_->CanAdd(); --free) {
-      if (ranks_.size() >= kMaxElasticWorkers) break;
+    for (int free = h.slots - elastic_->RunningOn(h.host);
+         free > 0 && static_cast<int>(joining.size()) < can_add; --free) {
+      if (ranks_.size() + joining.size() >= kMaxElasticWorkers) break;
       if (!IsLocalHost(h.host)) {
         reporter_.Message("host discovery: " + h.host +
                           " is not this machine; elastic jobs start new ranks on this machine only");
         break;
       }
-      AddWorker(h.host);
-      changed = true;
+      joining.push_back(h.host);
     }
   }
-  if (changed) {
-    PlaceNewWorkers();
-    SpawnPending();
-    PublishGeneration();
+  if (leaving.empty() && joining.empty()) return;
+  const std::string refused = elastic_->ResetRefused();
+  if (!refused.empty()) return Fail("the hosts changed, but " + refused, 1);
+  for (size_t i : leaving) {
+    RankProcess& r = ranks_[i];
+    elastic_->Stopped(worker_ids_[i]);
+    reporter_.Message("host " + (r.spec.host.empty() ? "localhost" : r.spec.host) +
+                      " is gone: stopping " + r.Name());
+    ::kill(-r.pid, SIGTERM);
+    ::kill(-r.pid, SIGCONT);
   }
+  for (const std::string& host : joining) AddWorker(host);
+  PlaceNewWorkers();
+  SpawnPending();
+  PublishGeneration();
 }
 
 void Supervisor::PlaceNewWorkers() {

@@ -186,6 +186,23 @@ TEST(Elastic, ResetsAreBounded) {
   EXPECT_TRUE(hvd::testing::ProcessesWithCommandLineContaining(dir.path).empty());
 }
 
+// As horovodrun's --reset-limit, the limit bounds every reset, also one that host
+// discovery causes: the job ends instead, naming the limit, and nothing starts.
+TEST(Elastic, ADiscoveredChangeCountsTowardsTheResetLimit) {
+  TempDir dir;
+  const std::string script = DiscoveryScript(dir.path, "grow", /*second_while_flag=*/true);
+  JobRunner job({kDprun, "-np", "2", "--min-np", "2", "--max-np", "4", "--reset-limit", "0",
+                 "--host-discovery-script", script, "/usr/bin/python3", kScript, dir.path},
+                Env(dir.path, {"ELASTIC_STEP_SLEEP=0.02"}));
+  FlagAfterFirstEpoch(job, dir.path, "grow");
+  EXPECT_EQ(job.exit_code(), 1) << job.out();
+  EXPECT_THAT(job.out(),
+              HasSubstr("dprun: the hosts changed, but the job was reset 0 time(s) (--reset-limit 0)"));
+  EXPECT_THAT(job.out(), Not(HasSubstr("generation 1")));
+  EXPECT_THAT(job.out(), Not(HasSubstr("[2]<")));  // no third worker
+  EXPECT_TRUE(hvd::testing::ProcessesWithCommandLineContaining(dir.path).empty());
+}
+
 TEST(Elastic, ADiscoveredHostGrowsTheJobAndTheNewRanksGetTheState) {
   TempDir dir;
   const std::string script = DiscoveryScript(dir.path, "grow", /*second_while_flag=*/true);

@@ -53,15 +53,32 @@ TEST(ElasticMembership, ACleanExitIsNoResetAndTooFewRanksEndTheJob) {
   for (const char* id : {"w0", "w1", "w2"}) m.Add(id, "a");
   std::vector<std::pair<std::string, std::string>> a;
   m.NextGeneration(&a);
-  EXPECT_FALSE(m.CanAdd());
+  EXPECT_EQ(m.Vacancies(0), 0);
   bool reset = true;
   EXPECT_EQ(m.Ended("w2", /*failed=*/false, Clock::now(), &reset), "");
   EXPECT_FALSE(reset);
   // The job is finishing: the freed slot is not filled.
   EXPECT_TRUE(m.finishing());
-  EXPECT_FALSE(m.CanAdd());
+  EXPECT_EQ(m.Vacancies(0), 0);
   EXPECT_EQ(m.Ended("w1", /*failed=*/true, Clock::now(), &reset),
             "1 rank(s) left, fewer than --min-np 2");
+  EXPECT_FALSE(reset);
+}
+
+// horovodrun's --reset-limit: every generation after the first counts, one that
+// discovery made (a worker added) as much as a failure's.
+TEST(ElasticMembership, EveryNewGenerationCountsTowardsTheResetLimit) {
+  ElasticMembership m(1, 4, /*reset_limit=*/1);
+  m.Add("w0", "a");
+  std::vector<std::pair<std::string, std::string>> a;
+  EXPECT_EQ(m.NextGeneration(&a), 0);
+  EXPECT_EQ(m.ResetRefused(), "");
+  EXPECT_EQ(m.Vacancies(0), 3);
+  m.Add("w1", "b");  // discovered
+  EXPECT_EQ(m.NextGeneration(&a), 1);
+  EXPECT_EQ(m.ResetRefused(), "the job was reset 1 time(s) (--reset-limit 1)");
+  bool reset = true;
+  EXPECT_EQ(m.Ended("w1", /*failed=*/true, Clock::now(), &reset), m.ResetRefused());
   EXPECT_FALSE(reset);
 }
 
@@ -70,10 +87,11 @@ TEST(ElasticMembership, AStoppedWorkerFreesItsSlotWithoutFinishingTheJob) {
   for (const char* id : {"w0", "w1"}) m.Add(id, "a");
   std::vector<std::pair<std::string, std::string>> a;
   m.NextGeneration(&a);
-  EXPECT_FALSE(m.CanAdd());
+  EXPECT_EQ(m.Vacancies(0), 0);
+  EXPECT_EQ(m.Vacancies(1), 1);  // once one of them has left
   m.Stopped("w1");  // its host vanished
   EXPECT_FALSE(m.finishing());
-  EXPECT_TRUE(m.CanAdd());
+  EXPECT_EQ(m.Vacancies(0), 1);
   EXPECT_EQ(m.running(), 1);
   EXPECT_EQ(m.RunningOn("a"), 1);
 }
