@@ -250,10 +250,20 @@ void Supervisor::ElasticTick(Clock::time_point now) {
   if (store_.Add(keys::kElasticResetRequest, 0, &requests).ok() &&
       requests > reset_requests_seen_) {
     reset_requests_seen_ = requests;
-    reporter_.Message("a rank asked for a new generation");
-    const std::string refused = elastic_->ResetRefused();
-    if (!refused.empty()) return Fail(refused, 1);
-    PublishGeneration();
+    if (reset_requested_in_ < 0) {
+      reset_requested_in_ = elastic_->generation();
+      reset_request_due_ = now + kResetRequestWait;
+    }
+  }
+  if (reset_requested_in_ >= 0 && now >= reset_request_due_) {
+    const bool still_due = elastic_->generation() == reset_requested_in_;
+    reset_requested_in_ = -1;
+    if (still_due) {  // else a rank's exit or discovery published one meanwhile
+      reporter_.Message("a rank asked for a new generation");
+      const std::string refused = elastic_->ResetRefused();
+      if (!refused.empty()) return Fail(refused, 1);
+      PublishGeneration();
+    }
   }
   if (!options_.host_discovery_script.empty() && now >= next_discovery_) {
     next_discovery_ = now + std::chrono::seconds(1);

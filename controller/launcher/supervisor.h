@@ -53,6 +53,13 @@ namespace launcher {
 
 // The supervising loop wakes at least this often.
 constexpr std::chrono::milliseconds kMaxPoll{100};
+// Elastic jobs: how long a rank's request for a new generation (its runtime failed
+// while dprun saw nobody die) waits before dprun publishes one. A rank that raised
+// an exception shuts its runtime down (which fails the others' collectives, and
+// they ask) before its process exits; within the wait dprun reaps it, and the one
+// generation that follows leaves it out, instead of a first one that includes it
+// and a second one once it has gone.
+constexpr std::chrono::milliseconds kResetRequestWait{1000};
 
 class Supervisor {
  public:
@@ -113,6 +120,10 @@ class Supervisor {
   std::unique_ptr<ElasticMembership> elastic_;
   std::vector<std::string> worker_ids_;  // ranks_[i]'s HVD_ELASTIC_ID
   int64_t reset_requests_seen_ = 0;
+  // A request waiting (kResetRequestWait): the generation it was made in, and when
+  // dprun publishes the next unless one came meanwhile. -1: none waits.
+  int64_t reset_requested_in_ = -1;
+  Clock::time_point reset_request_due_{};
   Clock::time_point next_discovery_{};
   bool start_check_pending_ = false;
   Clock::time_point start_deadline_;

@@ -10,7 +10,7 @@ ELASTIC_STEP_SLEEP (seconds after each step, 0), ELASTIC_LOG (a directory: each
 worker appends "start loss L start_rank R host H" as it starts, "epoch E gen G rank R
 indices i,j,..." per committed batch and, at the end, "final <checksum>"),
 ELASTIC_KILL=ID:EPOCH:BATCH (worker ID SIGKILLs itself right after committing that
-batch), ELASTIC_KILL_ON_RESET=ID (worker ID SIGKILLs itself as it rejoins after a
+batch), ELASTIC_RAISE=ID:EPOCH:BATCH (it raises an exception there instead), ELASTIC_KILL_ON_RESET=ID (worker ID SIGKILLs itself as it rejoins after a
 reset), ELASTIC_FINAL_SLEEP=ID:SECONDS (worker ID waits that long after training
 before it exits): for tests.
 """
@@ -32,6 +32,7 @@ LOG_DIR = os.environ.get("ELASTIC_LOG")
 WORKER = os.environ.get("HVD_ELASTIC_ID", "w?")
 KILL = os.environ.get("ELASTIC_KILL", "")
 KILL_ON_RESET = os.environ.get("ELASTIC_KILL_ON_RESET", "")
+RAISE = os.environ.get("ELASTIC_RAISE", "")
 FINAL_SLEEP = os.environ.get("ELASTIC_FINAL_SLEEP", "")
 
 hvd.init()
@@ -75,8 +76,11 @@ def train(state):
             log("epoch %d gen %d rank %d indices %s" % (
                 state.epoch, hvd.elastic.generation(), hvd.rank(),
                 ",".join(str(int(i)) for i in idx)))
-            if KILL == "%s:%d:%d" % (WORKER, state.epoch, state.batch):
+            here = "%s:%d:%d" % (WORKER, state.epoch, state.batch)
+            if KILL == here:
                 os.kill(os.getpid(), signal.SIGKILL)
+            if RAISE == here:
+                raise RuntimeError("ELASTIC_RAISE: worker %s fails at %s" % (WORKER, here))
             if SLEEP:
                 time.sleep(SLEEP)
             state.commit()

@@ -148,6 +148,29 @@ TEST(Elastic, AKilledRankLeavesTheJobTrainingOnTheRest) {
   ExpectEverySampleOnce(logs, 3, 960);
 }
 
+// A worker whose script raises shuts its runtime down before its process exits: the
+// others' collectives fail first and they ask dprun for a new generation. dprun
+// waits for the exit, so one generation follows (without the failed worker), not
+// one with it and then another.
+TEST(Elastic, AnExceptionInOneWorkerCostsOneReset) {
+  TempDir dir;
+  JobRunner job({kDprun, "-np", "4", "--min-np", "2", "/usr/bin/python3", kScript, dir.path},
+                Env(dir.path, {"ELASTIC_RAISE=w2:0:5"}));
+  ASSERT_TRUE(job.Wait(std::chrono::seconds(240))) << job.out();
+  EXPECT_EQ(job.exit_code(), 0) << job.out();
+  EXPECT_THAT(job.out(), HasSubstr("ELASTIC_RAISE: worker w2 fails at w2:0:5"));
+  EXPECT_THAT(job.out(), HasSubstr("exited with code 1; the job goes on with 3 rank(s)"));
+  EXPECT_THAT(job.out(), HasSubstr("dprun: generation 1: 3 rank(s)"));
+  EXPECT_THAT(job.out(), Not(HasSubstr("dprun: generation 2")));
+  EXPECT_THAT(job.out(), Not(HasSubstr("asked for a new generation")));
+  const auto logs = ReadLogs(dir.path, 4);
+  for (const char* id : {"w0", "w1", "w3"}) {
+    ASSERT_FALSE(logs.at(id).checksum.empty()) << id << " did not finish\n" << job.out();
+    EXPECT_EQ(logs.at(id).checksum, logs.at("w0").checksum) << id;
+  }
+  ExpectEverySampleOnce(logs, 3, 960);
+}
+
 TEST(Elastic, ARankLostDuringTheResetIsSurvivedToo) {
   TempDir dir;
   // w2 dies at batch 5; w3 dies as it rejoins (in its reset callback): a third
