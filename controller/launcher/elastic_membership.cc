@@ -1,9 +1,28 @@
 #include "controller/launcher/elastic_membership.h"
 
 #include <algorithm>
+#include <cmath>
+#include <random>
+#include <utility>
 
 namespace hvd {
 namespace launcher {
+
+ElasticMembership::ElasticMembership(int min_np, int max_np, int reset_limit, BlacklistCooldown cooldown)
+    : min_np_(min_np), max_np_(max_np), reset_limit_(reset_limit), cooldown_(std::move(cooldown)) {}
+
+ElasticMembership::Clock::duration ElasticMembership::CooldownFor(int blacklisting) const {
+  double jitter = 0;
+  if (cooldown_.jitter) {
+    jitter = cooldown_.jitter();
+  } else {
+    static thread_local std::mt19937 random(std::random_device{}());
+    jitter = std::uniform_real_distribution<double>(0.0, 1.0)(random);
+  }
+  const double lo = cooldown_.lo_s, hi = cooldown_.hi_s;
+  const double s = std::clamp(lo * std::ldexp(1.0, std::min(blacklisting, 30)) + jitter * lo, lo, hi);
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
 
 void ElasticMembership::Add(const std::string& id, const std::string& host) {
   workers_.push_back({id, host, true});
@@ -36,7 +55,7 @@ std::string ElasticMembership::Ended(const std::string& id, bool failed, Clock::
   if (!failed || !InLatest(id)) return "";  // done, or already left out
   HostRecord& host = hosts_[it->host];
   if (++host.failures >= kBlacklistFailures) {
-    host.blacklisted_until = now + kBlacklistCooldown;
+    host.blacklisted_until = now + CooldownFor(++host.blacklistings);
     host.failures = 0;
   }
   if (running() < min_np_)

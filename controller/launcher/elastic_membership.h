@@ -13,8 +13,8 @@
 //     unless fewer than min_np would remain or the reset limit is reached, which end
 //     the job with the cause; the limit bounds every new generation, a discovered
 //     change's too (ResetRefused);
-//   - a host whose workers failed kBlacklistFailures times is blacklisted for
-//     kBlacklistCooldown: no worker starts there meanwhile;
+//   - a host whose workers failed kBlacklistFailures times is blacklisted: no worker
+//     starts there for its cooldown (Cooldown), which grows each time;
 //   - workers may be added while fewer than max_np run.
 #ifndef HVD_CONTROLLER_LAUNCHER_ELASTIC_MEMBERSHIP_H_
 #define HVD_CONTROLLER_LAUNCHER_ELASTIC_MEMBERSHIP_H_
@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -33,14 +34,21 @@ namespace hvd {
 namespace launcher {
 
 constexpr int kBlacklistFailures = 2;
-constexpr std::chrono::seconds kBlacklistCooldown{60};
+
+// How long a blacklisted host stays out (dprun --blacklist-cooldown-range, as
+// horovodrun's): the n-th time, lo * 2^n + jitter * lo seconds (jitter uniform in
+// [0, 1)), but at least lo and at most hi. The default, 60 and 60, is a minute.
+struct BlacklistCooldown {
+  int lo_s = 60, hi_s = 60;
+  // Draws the jitter; null: a random one. Tests pass a fixed one.
+  std::function<double()> jitter;
+};
 
 class ElasticMembership {
  public:
   using Clock = std::chrono::steady_clock;
 
-  ElasticMembership(int min_np, int max_np, int reset_limit)
-      : min_np_(min_np), max_np_(max_np), reset_limit_(reset_limit) {}
+  ElasticMembership(int min_np, int max_np, int reset_limit, BlacklistCooldown cooldown = {});
 
   // A worker was started on `host`; it belongs to the next generation.
   void Add(const std::string& id, const std::string& host);
@@ -96,10 +104,13 @@ class ElasticMembership {
   };
   struct HostRecord {
     int failures = 0;
+    int blacklistings = 0;
     Clock::time_point blacklisted_until{};
   };
+  Clock::duration CooldownFor(int blacklisting) const;
 
   const int min_np_, max_np_, reset_limit_;
+  const BlacklistCooldown cooldown_;
   std::vector<Worker> workers_;  // in the order started
   std::map<std::string, HostRecord> hosts_;
   std::vector<std::string> latest_;  // the latest generation's ids

@@ -240,6 +240,22 @@ const FlagSpec kFlags[] = {
          return Status::InvalidUsage(f + " expects N >= 0, got '" + v + "'");
        return Status::OK();
      }},
+    {"--blacklist-cooldown-range", nullptr, "LO HI", "60 60",
+     "elastic job: a host whose ranks failed twice stays out LO*2^n s the n-th time (plus "
+     "up to LO s at random), kept within LO..HI s, as horovodrun's; 1 <= LO <= HI <= 3600",
+     false,
+     [](const std::string& f, const std::string& v, LauncherOptions* o) {
+       const size_t space = v.find(' ');
+       int lo = 0, hi = 0;
+       HVD_RETURN_IF_ERROR(ParseInt(f, v.substr(0, space), &lo));
+       HVD_RETURN_IF_ERROR(ParseInt(f, v.substr(space + 1), &hi));
+       if (lo < 1 || hi < lo || hi > 3600)
+         return Status::InvalidUsage(f + " expects 1 <= LO <= HI <= 3600, got " +
+                                     std::to_string(lo) + " " + std::to_string(hi));
+       o->cooldown_lo_s = lo;
+       o->cooldown_hi_s = hi;
+       return Status::OK();
+     }},
     {"-h", "--help", nullptr, nullptr, "print this help and exit", false,
      [](const std::string&, const std::string&, LauncherOptions* o) {
        o->help = true;
@@ -325,8 +341,6 @@ const HorovodrunFlag kHorovodrunFlags[] = {
     {"--autotune-steps-per-sample", "N", HorovodrunFlag::kNoEffect, kAutotuneWhy},
     {"--autotune-bayes-opt-max-samples", "N", HorovodrunFlag::kNoEffect, kAutotuneWhy},
     {"--autotune-gaussian-process-noise", "X", HorovodrunFlag::kNoEffect, kAutotuneWhy},
-    {"--blacklist-cooldown-range", "LO HI", HorovodrunFlag::kNoEffect,
-     "dprun keeps a failing host out for 60 s"},
     {"--mpi-threads-disable", nullptr, HorovodrunFlag::kAccepted, kNoMpi},
     {"--no-mpi-threads-disable", nullptr, HorovodrunFlag::kAccepted, kNoMpi},
     {"--num-nccl-streams", "N", HorovodrunFlag::kNoEffect,

@@ -31,8 +31,9 @@ Supervisor::Supervisor(const LauncherOptions& options, std::vector<RankSpec> ran
   ranks_.resize(ranks.size());
   for (size_t i = 0; i < ranks.size(); ++i) ranks_[i].spec = std::move(ranks[i]);
   if (options.min_np > 0) {
-    elastic_ = std::make_unique<ElasticMembership>(options.min_np, options.max_np,
-                                                   options.reset_limit);
+    elastic_ = std::make_unique<ElasticMembership>(
+        options.min_np, options.max_np, options.reset_limit,
+        BlacklistCooldown{options.cooldown_lo_s, options.cooldown_hi_s, nullptr});
     for (RankProcess& r : ranks_) {
       worker_ids_.push_back("w" + std::to_string(worker_ids_.size()));
       r.spec.placement.env.emplace_back("HVD_ELASTIC_ID", worker_ids_.back());

@@ -109,7 +109,49 @@ TEST(ElasticMembership, ResetsAreBoundedAndFailingHostsAreBlacklistedForAWhile) 
   EXPECT_EQ(m.Ended("w2", true, t0, &reset), "the job was reset 1 time(s) (--reset-limit 1)");
   EXPECT_TRUE(m.Blacklisted("bad", t0));  // its second failure
   EXPECT_FALSE(m.Blacklisted("good", t0));
-  EXPECT_FALSE(m.Blacklisted("bad", t0 + kBlacklistCooldown));
+  // The default cooldown: a minute, whatever the draw.
+  EXPECT_TRUE(m.Blacklisted("bad", t0 + std::chrono::seconds(59)));
+  EXPECT_FALSE(m.Blacklisted("bad", t0 + std::chrono::seconds(60)));
+}
+
+// --blacklist-cooldown-range LO HI, as horovodrun's: the n-th blacklisting keeps the
+// host out LO * 2^n s plus the jitter's share of LO, at least LO and at most HI.
+TEST(ElasticMembership, TheCooldownDoublesWithEachBlacklistingWithinItsRange) {
+  double jitter = 0;
+  ElasticMembership m(1, 64, /*reset_limit=*/100,
+                      BlacklistCooldown{2, 20, [&jitter] { return jitter; }});
+  m.Add("w0", "good");
+  std::vector<std::pair<std::string, std::string>> a;
+  m.NextGeneration(&a);
+  int next = 1;
+  // Fails two workers on "bad" at `t`: its next blacklisting.
+  auto blacklist = [&](Clock::time_point t) {
+    bool reset = false;
+    for (int k = 0; k < 2; ++k) {
+      const std::string id = "w" + std::to_string(next++);
+      m.Add(id, "bad");
+      m.NextGeneration(&a);
+      EXPECT_EQ(m.Ended(id, /*failed=*/true, t, &reset), "");
+    }
+  };
+  const auto t0 = Clock::now();
+  const auto s = [](double v) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(v));
+  };
+  blacklist(t0);  // the first time: 2 * 2 = 4 s
+  EXPECT_TRUE(m.Blacklisted("bad", t0 + s(3.9)));
+  EXPECT_FALSE(m.Blacklisted("bad", t0 + s(4.0)));
+  jitter = 0.5;
+  blacklist(t0);  // the second: 2 * 4 + 0.5 * 2 = 9 s
+  EXPECT_TRUE(m.Blacklisted("bad", t0 + s(8.9)));
+  EXPECT_FALSE(m.Blacklisted("bad", t0 + s(9.0)));
+  blacklist(t0);  // the third: 2 * 8 + 1 = 17 s
+  EXPECT_TRUE(m.Blacklisted("bad", t0 + s(16.9)));
+  EXPECT_FALSE(m.Blacklisted("bad", t0 + s(17.0)));
+  blacklist(t0);  // the fourth: 33 s, but at most 20
+  EXPECT_TRUE(m.Blacklisted("bad", t0 + s(19.9)));
+  EXPECT_FALSE(m.Blacklisted("bad", t0 + s(20.0)));
+  EXPECT_FALSE(m.Blacklisted("good", t0));
 }
 
 TEST(ElasticMembership, AWorkerLeftOutOfTheGenerationFailsWithoutAReset) {

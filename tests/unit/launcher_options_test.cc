@@ -202,10 +202,11 @@ TEST(LauncherOptions, HorovodrunAliasesAndTwoValueFlags) {
   EXPECT_EQ(o.network_interface, "eth1");
   EXPECT_EQ(o.command, (std::vector<std::string>{"cmd", "a"}));  // both values taken
   EXPECT_TRUE(o.prefix_timestamp);
-  ASSERT_EQ(o.notices.size(), 3u);
-  EXPECT_THAT(o.notices[0], HasSubstr("--blacklist-cooldown-range has no effect: "));
-  EXPECT_THAT(o.notices[1], HasSubstr("--num-nccl-streams has no effect: "));
-  EXPECT_THAT(o.notices[2], HasSubstr("--log-level has no effect: "));
+  EXPECT_EQ(o.cooldown_lo_s, 10);
+  EXPECT_EQ(o.cooldown_hi_s, 100);
+  ASSERT_EQ(o.notices.size(), 2u);
+  EXPECT_THAT(o.notices[0], HasSubstr("--num-nccl-streams has no effect: "));
+  EXPECT_THAT(o.notices[1], HasSubstr("--log-level has no effect: "));
 }
 
 TEST(LauncherOptions, HorovodrunFlagsDprunCannotHonourAreRefusedWithTheReason) {
@@ -220,6 +221,10 @@ TEST(LauncherOptions, HorovodrunFlagsDprunCannotHonourAreRefusedWithTheReason) {
       {{"--cycle-time-ms", "fast"}, "--cycle-time-ms expects a number"},
       {{"--gloo-timeout-seconds", "0"}, "--gloo-timeout-seconds expects a number > 0"},
       {{"--blacklist-cooldown-range=10"}, "needs the values LO HI"},
+      {{"--blacklist-cooldown-range", "0", "10"}, "expects 1 <= LO <= HI <= 3600, got 0 10"},
+      {{"--blacklist-cooldown-range", "20", "10"}, "expects 1 <= LO <= HI <= 3600, got 20 10"},
+      {{"--blacklist-cooldown-range", "1", "3601"}, "expects 1 <= LO <= HI <= 3600"},
+      {{"--blacklist-cooldown-range", "1", "x"}, "--blacklist-cooldown-range expects an integer, got 'x'"},
   });
   LauncherOptions o;  // Two values, or none: the command is not taken for one.
   const Status s = ParseLauncherArgs({"-np", "1", "--blacklist-cooldown-range", "10"}, &o);
