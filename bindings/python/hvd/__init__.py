@@ -16,3 +16,4 @@ from hvd.errors import (HorovodInternalError, HvdError, HvdTimeoutError, Interna
                         NotInitializedError, RemoteError, ShutDownError)
 
 from hvd._version import __version__  # noqa: F401
+from hvd.runner import run  # noqa: F401
