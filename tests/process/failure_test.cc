@@ -47,7 +47,7 @@ int WaitExit(JobRunner& job, std::chrono::milliseconds timeout) {
   return job.Wait(timeout) ? job.exit_code() : -1;
 }
 
-bool Alive(int pid) { return kill(pid, 0) == 0; }
+bool Alive(int pid) { return hvd::testing::ProcessAlive(pid); }  // a zombie has exited
 
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
