@@ -10,7 +10,8 @@ ELASTIC_STEP_SLEEP (seconds after each step, 0), ELASTIC_LOG (a directory: each
 worker appends "start loss L start_rank R host H" as it starts, "epoch E gen G rank R
 indices i,j,..." per committed batch and, at the end, "final <checksum>"),
 ELASTIC_KILL=ID:EPOCH:BATCH (worker ID SIGKILLs itself right after committing that
-batch), ELASTIC_RAISE=ID:EPOCH:BATCH (it raises an exception there instead), ELASTIC_KILL_ON_RESET=ID (worker ID SIGKILLs itself as it rejoins after a
+batch), ELASTIC_RAISE=ID:EPOCH:BATCH (it raises an exception there instead),
+ELASTIC_SHUTDOWN=ID:EPOCH:BATCH (it shuts its runtime down there and goes on), ELASTIC_KILL_ON_RESET=ID (worker ID SIGKILLs itself as it rejoins after a
 reset), ELASTIC_FINAL_SLEEP=ID:SECONDS (worker ID waits that long after training
 before it exits): for tests.
 """
@@ -33,6 +34,8 @@ WORKER = os.environ.get("HVD_ELASTIC_ID", "w?")
 KILL = os.environ.get("ELASTIC_KILL", "")
 KILL_ON_RESET = os.environ.get("ELASTIC_KILL_ON_RESET", "")
 RAISE = os.environ.get("ELASTIC_RAISE", "")
+SHUTDOWN = os.environ.get("ELASTIC_SHUTDOWN", "")
+shut_down_once = []
 FINAL_SLEEP = os.environ.get("ELASTIC_FINAL_SLEEP", "")
 
 hvd.init()
@@ -81,6 +84,9 @@ def train(state):
                 os.kill(os.getpid(), signal.SIGKILL)
             if RAISE == here:
                 raise RuntimeError("ELASTIC_RAISE: worker %s fails at %s" % (WORKER, here))
+            if SHUTDOWN == here and not shut_down_once:  # the batch is redone after the reset
+                shut_down_once.append(here)
+                hvd.shutdown()  # nobody dies: the workers must ask dprun to reset
             if SLEEP:
                 time.sleep(SLEEP)
             state.commit()

@@ -171,6 +171,28 @@ TEST(Elastic, AnExceptionInOneWorkerCostsOneReset) {
   ExpectEverySampleOnce(logs, 3, 960);
 }
 
+// A worker whose runtime fails while every process lives (here it shuts its runtime
+// down; a timeout does the same): the workers reset and ask dprun for a new
+// generation, which it publishes with all of them once the request has waited for
+// an exit that does not come.
+TEST(Elastic, WorkersWhoseRuntimeFailedWithNobodyDeadAskForANewGeneration) {
+  TempDir dir;
+  JobRunner job({kDprun, "-np", "3", "--min-np", "2", "/usr/bin/python3", kScript, dir.path},
+                Env(dir.path, {"ELASTIC_SHUTDOWN=w1:0:5"}));
+  ASSERT_TRUE(job.Wait(std::chrono::seconds(240))) << job.out();
+  EXPECT_EQ(job.exit_code(), 0) << job.out();
+  EXPECT_THAT(job.out(), HasSubstr("dprun: a rank asked for a new generation"));
+  EXPECT_THAT(job.out(), HasSubstr("dprun: generation 1: 3 rank(s)"));
+  EXPECT_THAT(job.out(), Not(HasSubstr("dprun: generation 2")));
+  const auto logs = ReadLogs(dir.path, 3);
+  for (const auto& [id, w] : logs) {
+    ASSERT_FALSE(w.checksum.empty()) << id << " did not finish\n" << job.out();
+    EXPECT_EQ(w.checksum, logs.at("w0").checksum) << id;
+    EXPECT_EQ(w.final_size, 3) << id;
+  }
+  ExpectEverySampleOnce(logs, 3, 960);
+}
+
 TEST(Elastic, ARankLostDuringTheResetIsSurvivedToo) {
   TempDir dir;
   // w2 dies at batch 5; w3 dies as it rejoins (in its reset callback): a third
