@@ -99,6 +99,22 @@ std::vector<std::string> Words(const std::string& text) {
   return words;
 }
 
+// Each relayed line of `out` as its rank and the words of its text; a line that is not
+// a relayed one fails the test.
+struct RankWords {
+  int rank = -1;
+  std::vector<std::string> words;
+};
+std::vector<RankWords> WordsByRank(const std::string& out) {
+  std::vector<RankWords> lines;
+  for (const std::string& line : Lines(out)) {
+    RelayedLine l;
+    EXPECT_TRUE(ParseRelayedLine(line, &l)) << line;
+    lines.push_back({l.rank, Words(l.text)});
+  }
+  return lines;
+}
+
 bool IsHex(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
@@ -192,14 +208,11 @@ TEST(DprunTest, EachRankGetsItsEnvironment) {
   ASSERT_EQ(Finish(d), 0) << d.err();
   std::set<std::string> addrs, secrets, job_ids;
   int seen = 0;
-  for (const std::string& line : Lines(d.out())) {
-    RelayedLine l;
-    ASSERT_TRUE(ParseRelayedLine(line, &l)) << line;
-    const std::vector<std::string> w = Words(l.text);
-    ASSERT_EQ(w.size(), 11u) << line;
-    ASSERT_EQ(w[0], "env") << line;
+  for (const auto& [rank, w] : WordsByRank(d.out())) {
+    ASSERT_EQ(w.size(), 11u) << d.out();
+    ASSERT_EQ(w[0], "env") << d.out();
     ++seen;
-    const std::string r = std::to_string(l.rank);
+    const std::string r = std::to_string(rank);
     EXPECT_EQ(w[1], r) << "HVD_RANK";
     EXPECT_EQ(w[2], std::to_string(kRanks)) << "HVD_SIZE";
     EXPECT_EQ(w[3], r) << "HVD_LOCAL_RANK";
@@ -245,23 +258,20 @@ TEST(DprunTest, EachRankGetsHorovodrunsVariablesToo) {
     JobRunner d(Dprun(Args(3, script, extra)));
     ASSERT_EQ(Finish(d), 0) << d.err();
     int seen = 0;
-    for (const std::string& line : Lines(d.out())) {
-      RelayedLine l;
-      ASSERT_TRUE(ParseRelayedLine(line, &l)) << line;
-      const std::vector<std::string> w = Words(l.text);
-      ASSERT_EQ(w.size(), 11u) << line;
+    for (const auto& [rank, w] : WordsByRank(d.out())) {
+      ASSERT_EQ(w.size(), 11u) << d.out();
       ++seen;
-      const std::string r = std::to_string(l.rank);
-      EXPECT_EQ(w[1], r) << line;
-      EXPECT_EQ(w[8], r) << line;  // HVD_RANK
+      const std::string r = std::to_string(rank);
+      EXPECT_EQ(w[1], r) << d.out();
+      EXPECT_EQ(w[8], r) << d.out();  // HVD_RANK
       if (two_hosts) {
-        for (size_t i = 0; i < 7; ++i) EXPECT_EQ(w[i + 1], want[l.rank][i]) << line;
-        EXPECT_EQ(w[9], w[3]) << line;   // HVD_LOCAL_RANK
-        EXPECT_EQ(w[10], w[5]) << line;  // HVD_CROSS_RANK
+        for (size_t i = 0; i < 7; ++i) EXPECT_EQ(w[i + 1], want[rank][i]) << d.out();
+        EXPECT_EQ(w[9], w[3]) << d.out();   // HVD_LOCAL_RANK
+        EXPECT_EQ(w[10], w[5]) << d.out();  // HVD_CROSS_RANK
       } else {
-        EXPECT_EQ(w[2], "3") << line;
-        EXPECT_EQ(w[3], r) << line;
-        EXPECT_EQ(w[7], "localhost") << line;
+        EXPECT_EQ(w[2], "3") << d.out();
+        EXPECT_EQ(w[3], r) << d.out();
+        EXPECT_EQ(w[7], "localhost") << d.out();
       }
     }
     EXPECT_EQ(seen, 3) << d.out();
