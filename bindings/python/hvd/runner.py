@@ -17,7 +17,8 @@ to every rank through a variable (HVD_RUN_FUNC), or a file in a temporary direct
 when they are large (over _ENV_LIMIT; the directory must then be one every host
 sees). Each rank (hvd._run_task) prints its pickled return value, or its exception,
 on its stdout in marked lines; this process reads dprun's stdout, keeps the marked
-lines and passes every other line on to sys.stdout, as it comes. So results need no
+lines and passes every other line on to sys.stdout, as it comes (and dprun's stderr
+to sys.stderr: in a notebook both show in the cell). So results need no
 shared filesystem. A rank that raised makes run() raise RuntimeError naming the rank
 and the exception, with its traceback; a job dprun failed otherwise (a rank killed,
 a lost host) raises RuntimeError with dprun's exit code (its own messages, on
@@ -31,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 
 
 # What a rank's result line starts with (after dprun's "[rank]<stdout>:").
@@ -165,13 +167,23 @@ def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=
         return _collect(cmd)
 
 
+def _relay(source, sink):
+    for line in source:
+        sink.write(line)
+        sink.flush()
+
+
 def _collect(cmd):
     """Runs the job, passing its output on, and gathers the ranks' marked lines."""
     pieces = {}  # (rank, kind) -> {index: text}
     counts = {}
     failed = []  # the ranks' complete error reports, as they arrived
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            universal_newlines=True, errors="replace")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, universal_newlines=True, errors="replace")
+    # stderr too goes through sys.stderr, not the inherited descriptor: in a notebook
+    # that is where the user looks.
+    relay = threading.Thread(target=_relay, args=(proc.stderr, sys.stderr), daemon=True)
+    relay.start()
     try:
         for line in proc.stdout:
             m = _RESULT_LINE.match(line.rstrip("\n"))
@@ -191,6 +203,8 @@ def _collect(cmd):
         proc.kill()
         proc.wait()
         raise
+    finally:
+        relay.join()
 
     def value(key):
         got = pieces[key]

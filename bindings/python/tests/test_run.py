@@ -49,9 +49,13 @@ def _raise_on_one():
     return rank
 
 
-def test_an_exception_names_the_rank_and_carries_its_traceback():
+def test_an_exception_names_the_rank_and_carries_its_traceback(capsys):
     with pytest.raises(RuntimeError) as e:
         hvd.run(_raise_on_one, num_proc=2)
+    # dprun's and the ranks' stderr come through sys.stderr (a notebook shows them).
+    err = capsys.readouterr().err
+    assert "[1]<stderr>:ValueError: rank one cannot go on" in err
+    assert "dprun: " in err and "rank 1 (pid " in err
     text = str(e.value)
     # Rank 1's exception is the cause; rank 0's barrier failed because of it.
     assert "hvd.run: rank 1 raised ValueError: rank one cannot go on (rank(s) 0 failed" in text
