@@ -14,7 +14,7 @@
 //     the job with the cause; the limit bounds every new generation, a discovered
 //     change's too (ResetRefused);
 //   - a host whose workers failed kBlacklistFailures times is blacklisted: no worker
-//     starts there for its cooldown (Cooldown), which grows each time;
+//     starts there for its cooldown (BlacklistCooldown), which grows each time;
 //   - workers may be added while fewer than max_np run.
 #ifndef HVD_CONTROLLER_LAUNCHER_ELASTIC_MEMBERSHIP_H_
 #define HVD_CONTROLLER_LAUNCHER_ELASTIC_MEMBERSHIP_H_

@@ -71,7 +71,7 @@ struct LauncherOptions {
   // --reset-limit N: the job fails after N resets (default 100).
   int reset_limit = 100;
   // --blacklist-cooldown-range LO HI: how long a host whose ranks keep failing stays
-  // out, in seconds (ElasticMembership::Cooldown; default 60 60, a fixed minute).
+  // out, in seconds (BlacklistCooldown; default 60 60, a fixed minute).
   int cooldown_lo_s = 60;
   int cooldown_hi_s = 60;
   // -h, --help: print the usage and exit 0.
