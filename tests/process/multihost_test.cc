@@ -457,6 +457,30 @@ TEST_F(MultiHost, AnSshSessionThatDiesIsReportedAsTheHostLost) {
       << job.out();
 }
 
+// hvd.run (horovod.run) across hosts: the function reaches the ranks on B and C in a
+// variable, their return values come back through their output (no shared files),
+// and PYTHONPATH goes along so that they import hvd.
+TEST_F(MultiHost, HvdRunReturnsTheValuesOfRanksOnOtherHosts) {
+  const std::string script =
+      "import os, shlex, hvd\n"
+      "def f(x):\n"
+      "    hvd.init()\n"
+      "    return hvd.rank(), hvd.size(), os.environ['HVD_GLOO_HOSTNAME'], 2 * x\n"
+      "print('results', hvd.run(f, args=(21,), num_proc=3, hosts='" + kAddrB + ":2," + kAddrC +
+      ":1', dprun_args=shlex.split(os.environ['SSH_FLAGS'])))\n";
+  const std::string path = cluster_->dir() + "/hvd_run.py";
+  std::ofstream(path) << script;
+  const CommandResult r = RunCommand(
+      cluster_->InA("env SSH_FLAGS='" + cluster_->DprunSsh() + "' PYTHONPATH=" +
+                    std::string(HVD_SOURCE_DIR) + "/bindings/python HVD_LIBRARY=" +
+                    std::string(HVD_BUILD_DIR) + "/libhvd.so /usr/bin/python3 " + path),
+      seconds(60));
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("results [(0, 3, '" + kAddrB + "', 42), (1, 3, '" + kAddrB +
+                                  "', 42), (2, 3, '" + kAddrC + "', 42)]"));
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace hvd

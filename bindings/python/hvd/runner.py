@@ -127,12 +127,15 @@ def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=
         host_discovery_script=None, start_timeout=None, ssh_port=None, ssh_identity_file=None,
         disable_cache=None, output_filename=None, verbose=None, use_gloo=None, use_mpi=None,
         mpi_args=None, network_interface=None, network_interfaces=None, executable=None,
-        np=None, min_np=None, max_np=None):
+        np=None, min_np=None, max_np=None, dprun_args=None):
     """Runs func(*args, **kwargs) on num_proc ranks of a dprun job and returns the
     list of their return values, indexed by rank (horovod.run's contract; in an
     elastic job, by the ranks of the last generation, as many as ended it).
     disable_cache and use_gloo are accepted (dprun has no check cache and always
-    coordinates over Gloo); use_mpi and mpi_args are refused."""
+    coordinates over Gloo); use_mpi and mpi_args are refused. dprun_args, not
+    Horovod's, is a list of further dprun flags (`["--ssh-option", "Port=2222"]`).
+    PYTHONPATH, when set, is passed on to the ranks (-x), as horovodrun passes its
+    environment: a rank on another host needs it to import hvd."""
     del disable_cache, use_gloo  # nothing to do in dprun
     num_proc = np if np is not None else num_proc
     min_num_proc = min_np if min_np is not None else min_num_proc
@@ -151,6 +154,9 @@ def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=
     cmd = _command(num_proc, min_num_proc, max_num_proc, slots, reset_limit, cooldown_range,
                    hosts, hostfile, host_discovery_script, start_timeout, ssh_port,
                    ssh_identity_file, output_filename, verbose, network_interfaces)
+    cmd += [str(a) for a in (dprun_args or [])]
+    if "PYTHONPATH" in os.environ:
+        cmd += ["-x", "PYTHONPATH"]
     # This process's import path goes first, plainly pickled: a function that pickles
     # by reference (its module importable here) is then importable on the ranks too.
     payload = base64.b64encode(pickle.dumps(

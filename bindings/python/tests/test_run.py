@@ -125,3 +125,14 @@ def test_results_in_pieces_and_out_of_order_ranks_are_put_together():
         runner._collect(_fake_job(_marked(0, 0, "R", big, pieces=4)[:3]))
     with pytest.raises(RuntimeError, match=r"results came from ranks \[1\], not 0..0"):
         runner._collect(_fake_job(_marked(1, 1, "R", "one")))
+
+
+def test_further_dprun_flags_and_pythonpath_go_on_the_command_line(monkeypatch):
+    monkeypatch.setattr(runner, "_collect", lambda cmd: cmd)  # the command, not the job
+    monkeypatch.setenv("PYTHONPATH", "/somewhere")
+    cmd = hvd.run(len, args=("x",), num_proc=2, dprun_args=["--ssh-option", "Port=2222"])
+    at = cmd.index("--ssh-option")
+    assert cmd[at:at + 4] == ["--ssh-option", "Port=2222", "-x", "PYTHONPATH"]
+    assert cmd[-3:] == [runner.sys.executable, "-m", "hvd._run_task"]
+    monkeypatch.delenv("PYTHONPATH")
+    assert "PYTHONPATH" not in hvd.run(len, args=("x",))
