@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <sys/prctl.h>
 
+#include <cstdlib>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,6 +71,11 @@ int DprunMain(int argc, char** argv) {
                                     : LauncherBuildCheck());
     return 0;
   }
+  // A worker id says "this process is a worker of an elastic job": dprun started by
+  // one (hvd.run in an elastic worker) must not hand it to its own ranks, inherited or
+  // forwarded, or their hvd_init would wait for a generation that never comes. The
+  // outer job's other per-rank variables (rank, store, ...) the placement replaces.
+  ::unsetenv("HVD_ELASTIC_ID");
   return Launcher(std::move(options)).Run();
 }
 

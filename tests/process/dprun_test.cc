@@ -278,6 +278,15 @@ TEST(DprunTest, EachRankGetsHorovodrunsVariablesToo) {
   }
 }
 
+// dprun run from inside an elastic worker (hvd.run there) gives its ranks no worker
+// id of the outer job: they would wait in hvd_init for that job's generation.
+TEST(DprunTest, AnOuterElasticWorkersIdDoesNotReachTheRanks) {
+  JobRunner d(Dprun(Args(2, "echo id=${HVD_ELASTIC_ID:-none}")), WithEnv({"HVD_ELASTIC_ID=w3"}));
+  ASSERT_EQ(Finish(d), 0) << d.err();
+  EXPECT_EQ(CountLines(d.out(), "[0]<stdout>:id=none"), 1) << d.out();
+  EXPECT_EQ(CountLines(d.out(), "[1]<stdout>:id=none"), 1) << d.out();
+}
+
 TEST(DprunTest, AllRanksSucceedingExitsZero) {
   JobRunner d(Dprun(Args(4, "exit 0")));
   EXPECT_EQ(Finish(d), 0) << d.err();
