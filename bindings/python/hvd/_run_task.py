@@ -47,16 +47,27 @@ def _emit(kind, obj):
     out.flush()
 
 
+def _fail(e, why=None):
+    sys.stdout.flush()
+    _emit("E", (type(e).__name__, why or str(e), traceback.format_exc()))
+    traceback.print_exc()
+    return 1
+
+
 def main():
     try:
         func, args, kwargs = _load()
         result = func(*args, **kwargs)
+    except SystemExit as e:  # sys.exit() in the function: 0 or None is a return
+        if e.code not in (None, 0):
+            return _fail(e, "the function called sys.exit(%r)" % (e.code,))
+        result = None
     except BaseException as e:  # noqa: B902 -- every failure is reported, then exit 1
-        sys.stdout.flush()
-        _emit("E", (type(e).__name__, str(e), traceback.format_exc()))
-        traceback.print_exc()
-        return 1
-    _emit("R", result)
+        return _fail(e)
+    try:
+        _emit("R", result)
+    except Exception as e:  # noqa: B902 -- nothing was written: report it instead
+        return _fail(e, "its return value cannot be pickled: %s" % e)
     return 0
 
 

@@ -62,6 +62,22 @@ def test_an_exception_names_the_rank_and_carries_its_traceback(capsys):
     assert "in _raise_on_one" in text  # the rank's traceback
 
 
+def _exit_with(code):
+    import sys
+    sys.exit(code)
+
+
+def test_sys_exit_and_unpicklable_results():
+    # sys.exit(0) in the function is a return of None; another code is the rank's error.
+    assert hvd.run(_exit_with, args=(0,), num_proc=2) == [None, None]
+    with pytest.raises(RuntimeError, match=r"rank \d raised SystemExit: the function called "
+                       r"sys.exit\(4\)"):
+        hvd.run(_exit_with, args=(4,), num_proc=2)
+    with pytest.raises(RuntimeError, match=r"rank \d raised \w+: its return value cannot be "
+                       r"pickled"):
+        hvd.run(lambda: __import__("threading").Lock(), num_proc=2)
+
+
 def test_a_rank_that_dies_fails_the_call_with_dprun_s_exit_code():
     with pytest.raises(RuntimeError, match=r"dprun exited with code 3"):
         hvd.run(os._exit, args=(3,), num_proc=2)
