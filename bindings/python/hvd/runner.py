@@ -11,18 +11,17 @@ arguments are horovod.run's (0.28); those that name dprun flags become them
 How: the function and its arguments are pickled (cloudpickle, Debian's
 python3-cloudpickle, so that lambdas and functions of a script's __main__ travel;
 without it plain pickle, which sends a function by its module and name; either way a
-rank adds this process's sys.path to its own first, so it imports what this one
-can, a test module included) and handed
-to every rank through a variable (HVD_RUN_FUNC), or a file in a temporary directory
-when they are large (over _ENV_LIMIT; the directory must then be one every host
-sees). Each rank (hvd._run_task) prints its pickled return value, or its exception,
-on its stdout in marked lines; this process reads dprun's stdout, keeps the marked
-lines and passes every other line on to sys.stdout, as it comes (and dprun's stderr
-to sys.stderr: in a notebook both show in the cell). So results need no
-shared filesystem. A rank that raised makes run() raise RuntimeError naming the rank
-and the exception, with its traceback; a job dprun failed otherwise (a rank killed,
-a lost host) raises RuntimeError with dprun's exit code (its own messages, on
-stderr, say why).
+rank adds this process's sys.path after its own, so it imports what this one can, a
+test module included) and handed to every rank through a variable (HVD_RUN_FUNC),
+or a file in a temporary directory when they are large (over _ENV_LIMIT; the
+directory must then be one every host sees). Each rank (hvd._run_task) prints its
+pickled return value, or its exception, on its stdout in marked lines; this process
+reads dprun's stdout, keeps the marked lines and passes every other line on to
+sys.stdout, as it comes (and dprun's stderr to sys.stderr: in a notebook both show
+in the cell). So results need no shared filesystem. A rank that raised makes run()
+raise RuntimeError naming the rank and the exception, with its traceback; a job
+dprun failed otherwise (a rank killed, a lost host) raises RuntimeError with dprun's
+exit code (its own messages, on stderr, say why).
 """
 import base64
 import os
