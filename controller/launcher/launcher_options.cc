@@ -139,8 +139,9 @@ const FlagSpec kFlags[] = {
        return Status::OK();
      }},
     {"-x", nullptr, "VAR[=VALUE]", nullptr,
-     "give every rank VAR, with dprun's value or VALUE; repeatable. Remote ranks get only "
-     "these, the HVD_*, HOROVOD_* and NCCL_* variables of dprun's environment, and their own",
+     "give every rank VAR, with dprun's value or VALUE; repeatable. Remote ranks get "
+     "dprun's environment, as horovodrun's, but for the login's and machine's variables "
+     "(HOME, USER, SSH_*, CUDA_VISIBLE_DEVICES, ...: docs/multi-node.md), which -x can add",
      false, ParseEnvVar},
     {"--network-interface", "--network-interfaces", "IFACE", nullptr,
      "the interface ranks talk over: Gloo binds it (HVD_GLOO_IFACE), NCCL uses it "

@@ -90,10 +90,22 @@ void SetVariable(EnvVars* vars, const std::string& name, const std::string& valu
   vars->emplace_back(name, value);
 }
 
-bool IsForwardedByDefault(const std::string& name) {
-  for (const char* prefix : {"HVD_", "HOROVOD_", "NCCL_"})
-    if (name.rfind(prefix, 0) == 0) return true;
-  return false;
+// What describes this login or this machine rather than the job: not passed on to
+// ranks on other hosts (horovodrun's list, BASH_FUNC_*, OLDPWD and *CUDA_VISIBLE_DEVICES,
+// and the login's own variables, so that a remote user's HOME and the like stay theirs).
+bool IsForwarded(const std::string& name) {
+  static const char* const kLocal[] = {"OLDPWD", "PWD",  "SHLVL", "_",     "HOSTNAME", "HOME",
+                                       "USER",   "LOGNAME", "SHELL", "MAIL", "TERM"};
+  for (const char* local : kLocal)
+    if (name == local) return false;
+  for (const char* prefix : {"BASH_FUNC_", "SSH_"})
+    if (name.rfind(prefix, 0) == 0) return false;
+  const std::string gpus = "CUDA_VISIBLE_DEVICES";
+  if (name.size() >= gpus.size() && name.compare(name.size() - gpus.size(), gpus.size(), gpus) == 0)
+    return false;
+  return name.find_first_not_of(
+             "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
+         std::string::npos;
 }
 
 }  // namespace
@@ -114,10 +126,7 @@ EnvVars ForwardedVariables(const std::vector<std::string>& x_flags,
     const size_t eq = e.find('=');
     if (eq == std::string::npos || eq == 0) continue;
     const std::string name = e.substr(0, eq);
-    if (IsForwardedByDefault(name) &&
-        name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
-            std::string::npos)
-      SetVariable(&vars, name, e.substr(eq + 1));
+    if (IsForwarded(name)) SetVariable(&vars, name, e.substr(eq + 1));
   }
   for (const std::string& flag : x_flags) {
     const size_t eq = flag.find('=');

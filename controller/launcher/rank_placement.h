@@ -67,10 +67,14 @@ struct RankPlacement {
 Status PlaceRanks(int num_ranks, const std::vector<HostSlots>& hosts, const JobEndpoint& job,
                   std::vector<RankPlacement>* out);
 
-// The variables dprun passes on beyond the placement's: every HVD_*, HOROVOD_* and
-// NCCL_* variable of `environment` ("NAME=value" entries, dprun's own), then each -x
-// flag, "VAR" (its value in `environment`; skipped if unset there) or "VAR=VALUE".
-// A later entry replaces an earlier one of the same name.
+// The variables dprun passes on beyond the placement's (remote ranks get only these
+// and the placement's; local ones inherit dprun's whole environment anyway): as
+// horovodrun, every variable of `environment` ("NAME=value" entries, dprun's own)
+// but those of this login and machine (BASH_FUNC_*, OLDPWD, PWD, SHLVL, _, HOSTNAME,
+// HOME, USER, LOGNAME, SHELL, MAIL, TERM, SSH_*, *CUDA_VISIBLE_DEVICES) and names that
+// are not identifiers; then each -x flag, "VAR" (its value in `environment`, even one
+// of those; skipped if unset there) or "VAR=VALUE". A later entry replaces an earlier
+// one of the same name.
 EnvVars ForwardedVariables(const std::vector<std::string>& x_flags,
                            const std::vector<std::string>& environment);
 

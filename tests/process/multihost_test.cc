@@ -327,6 +327,22 @@ TEST_F(MultiHost, RanksRunOnTheirHostsWithThePlacementsEnvironment) {
   EXPECT_EQ(stores.size(), 1u);
 }
 
+// As horovodrun: remote ranks get dprun's environment (a virtualenv's PATH, a
+// PYTHONPATH, the job's own settings) but not what belongs to this login or machine.
+TEST_F(MultiHost, RemoteRanksGetDprunsEnvironmentButTheLogins) {
+  const CommandResult r = RunCommand(
+      cluster_->InA("env JOB_SETTING=42 HOSTNAME=dprun-side CUDA_VISIBLE_DEVICES=7 " + kDprun +
+                    " " + cluster_->DprunSsh() + " -np 2 -H " + kAddrB + ":1," + kAddrC +
+                    ":1 --start-timeout 0 sh -c 'echo setting=${JOB_SETTING:-unset} "
+                    "host=${HOSTNAME:-unset} gpus=${CUDA_VISIBLE_DEVICES:-unset}'"),
+      seconds(40));
+  ASSERT_FALSE(r.timed_out) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* rank : {"[0]", "[1]"})
+    EXPECT_THAT(r.output, HasSubstr(std::string(rank) +
+                                    "<stdout>:setting=42 host=unset gpus=unset"));
+}
+
 TEST_F(MultiHost, NetworkInterfaceSelectsGlooNcclAndTheStoreAddress) {
   const CommandResult r =
       Dprun("-np 2 -H " + kAddrB + "," + kAddrC + " --network-interface eth0 --verbose " +

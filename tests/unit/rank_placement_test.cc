@@ -179,16 +179,21 @@ TEST(HostList, ParsesHostfiles) {
   EXPECT_THAT(s.message(), HasSubstr("f:2: host 'n1' is listed twice"));
 }
 
-TEST(ForwardedVariables, DefaultPrefixesAndXFlags) {
+// As horovodrun: the whole environment but what belongs to this login and machine;
+// -x adds, replaces, and can name one of those.
+TEST(ForwardedVariables, TheEnvironmentButTheLoginsAndXFlags) {
   const std::vector<std::string> environment = {
-      "PATH=/bin",       "HVD_TIMEOUT=5", "HOROVOD_CYCLE_TIME=2",
-      "NCCL_DEBUG=INFO", "FOO=foo",       "HVDX=no"};
-  const EnvVars v = ForwardedVariables({"FOO", "BAR=bar", "UNSET", "HVD_TIMEOUT=9"}, environment);
-  const EnvVars want = {{"HVD_TIMEOUT", "9"},
-                        {"HOROVOD_CYCLE_TIME", "2"},
-                        {"NCCL_DEBUG", "INFO"},
-                        {"FOO", "foo"},
-                        {"BAR", "bar"}};
+      "PATH=/bin",         "HVD_TIMEOUT=5",   "HOROVOD_CYCLE_TIME=2", "NCCL_DEBUG=INFO",
+      "FOO=foo",           "HOME=/root",      "PWD=/work",            "OLDPWD=/",
+      "SHLVL=2",           "_=/usr/bin/env",  "HOSTNAME=here",        "USER=me",
+      "TERM=xterm",        "SSH_AUTH_SOCK=/s", "CUDA_VISIBLE_DEVICES=0", "NV_CUDA_VISIBLE_DEVICES=1",
+      "BASH_FUNC_f%%=() { :; }", "LD_LIBRARY_PATH=/l", "BAD-NAME=1"};
+  const EnvVars v =
+      ForwardedVariables({"FOO", "BAR=bar", "UNSET", "HVD_TIMEOUT=9", "HOME"}, environment);
+  const EnvVars want = {{"PATH", "/bin"},        {"HVD_TIMEOUT", "9"},
+                        {"HOROVOD_CYCLE_TIME", "2"}, {"NCCL_DEBUG", "INFO"},
+                        {"FOO", "foo"},          {"LD_LIBRARY_PATH", "/l"},
+                        {"BAR", "bar"},          {"HOME", "/root"}};
   EXPECT_EQ(v, want);
 }
 

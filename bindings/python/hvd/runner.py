@@ -133,8 +133,8 @@ def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=
     disable_cache and use_gloo are accepted (dprun has no check cache and always
     coordinates over Gloo); use_mpi and mpi_args are refused. dprun_args, not
     Horovod's, is a list of further dprun flags (`["--ssh-option", "Port=2222"]`).
-    PYTHONPATH, when set, is passed on to the ranks (-x), as horovodrun passes its
-    environment: a rank on another host needs it to import hvd."""
+    The ranks get this process's environment (dprun passes it to other hosts too, as
+    horovodrun does), PYTHONPATH included."""
     del disable_cache, use_gloo  # nothing to do in dprun
     num_proc = np if np is not None else num_proc
     min_num_proc = min_np if min_np is not None else min_num_proc
@@ -154,8 +154,6 @@ def run(func, args=(), kwargs=None, num_proc=1, min_num_proc=None, max_num_proc=
                    hosts, hostfile, host_discovery_script, start_timeout, ssh_port,
                    ssh_identity_file, output_filename, verbose, network_interfaces)
     cmd += [str(a) for a in (dprun_args or [])]
-    if "PYTHONPATH" in os.environ:
-        cmd += ["-x", "PYTHONPATH"]
     # This process's import path goes first, plainly pickled: a function that pickles
     # by reference (its module importable here) is then importable on the ranks too.
     payload = base64.b64encode(pickle.dumps(
