@@ -169,8 +169,18 @@ Status SetUpJob(const LauncherOptions& options, const Reporter& reporter, JobSet
 
   std::vector<std::string> environment;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) environment.emplace_back(*e);
-  const EnvVars forwarded =
-      MergeVariables(ForwardedVariables(options.env_vars, environment), FlagVariables(options));
+  std::vector<std::string> left_out;
+  const EnvVars forwarded = MergeVariables(
+      ForwardedVariables(options.env_vars, environment,
+                         any_remote ? kRemoteEnvBudget : SIZE_MAX, &left_out),
+      FlagVariables(options));
+  if (!left_out.empty()) {
+    std::string names;
+    for (const std::string& n : left_out) names += (names.empty() ? "" : ", ") + n;
+    reporter.Message("not passing " + names + " to the remote ranks: dprun's environment is "
+                     "over the " + std::to_string(kRemoteEnvBudget >> 10) +
+                     " KiB one ssh command line carries (-x NAME passes one anyway)");
+  }
   job->ranks.clear();
   for (RankPlacement& p : placements) {
     RankSpec spec;

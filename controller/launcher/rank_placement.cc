@@ -111,7 +111,8 @@ bool IsForwarded(const std::string& name) {
 }  // namespace
 
 EnvVars ForwardedVariables(const std::vector<std::string>& x_flags,
-                           const std::vector<std::string>& environment) {
+                           const std::vector<std::string>& environment, size_t budget,
+                           std::vector<std::string>* left_out) {
   EnvVars vars;
   auto lookup = [&](const std::string& name, std::string* value) {
     for (const std::string& e : environment) {
@@ -127,6 +128,29 @@ EnvVars ForwardedVariables(const std::vector<std::string>& x_flags,
     if (eq == std::string::npos || eq == 0) continue;
     const std::string name = e.substr(0, eq);
     if (IsForwarded(name)) SetVariable(&vars, name, e.substr(eq + 1));
+  }
+  // Over the budget: the largest of the environment's own variables go, not dprun's
+  // (HVD_*, HOROVOD_*, NCCL_*) nor those -x names.
+  auto bytes = [](const std::pair<std::string, std::string>& v) {
+    return v.first.size() + v.second.size() + 1;
+  };
+  auto droppable = [&](const std::pair<std::string, std::string>& v) {
+    for (const char* prefix : {"HVD_", "HOROVOD_", "NCCL_"})
+      if (v.first.rfind(prefix, 0) == 0) return false;
+    for (const std::string& flag : x_flags)
+      if (flag.substr(0, flag.find('=')) == v.first) return false;
+    return true;
+  };
+  size_t total = 0;
+  for (const auto& v : vars) total += bytes(v);
+  while (total > budget) {
+    auto largest = vars.end();
+    for (auto it = vars.begin(); it != vars.end(); ++it)
+      if (droppable(*it) && (largest == vars.end() || bytes(*it) > bytes(*largest))) largest = it;
+    if (largest == vars.end()) break;
+    total -= bytes(*largest);
+    if (left_out != nullptr) left_out->push_back(largest->first);
+    vars.erase(largest);
   }
   for (const std::string& flag : x_flags) {
     const size_t eq = flag.find('=');

@@ -11,6 +11,8 @@
 #ifndef HVD_CONTROLLER_LAUNCHER_RANK_PLACEMENT_H_
 #define HVD_CONTROLLER_LAUNCHER_RANK_PLACEMENT_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,9 +76,14 @@ Status PlaceRanks(int num_ranks, const std::vector<HostSlots>& hosts, const JobE
 // HOME, USER, LOGNAME, SHELL, MAIL, TERM, SSH_*, *CUDA_VISIBLE_DEVICES) and names that
 // are not identifiers; then each -x flag, "VAR" (its value in `environment`, even one
 // of those; skipped if unset there) or "VAR=VALUE". A later entry replaces an earlier
-// one of the same name.
+// one of the same name. While the environment's share exceeds `budget` bytes
+// ("NAME=value" each), its largest variables are left out, named in *left_out (not
+// HVD_*, HOROVOD_*, NCCL_* or one -x names): a remote rank's variables travel on one
+// ssh command line, which Linux limits to 128 KiB (kRemoteEnvBudget).
+constexpr size_t kRemoteEnvBudget = 64 << 10;
 EnvVars ForwardedVariables(const std::vector<std::string>& x_flags,
-                           const std::vector<std::string>& environment);
+                           const std::vector<std::string>& environment,
+                           size_t budget = SIZE_MAX, std::vector<std::string>* left_out = nullptr);
 
 // `base` with `overrides` appended, dropping base entries that `overrides` names.
 EnvVars MergeVariables(const EnvVars& base, const EnvVars& overrides);

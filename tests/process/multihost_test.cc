@@ -343,6 +343,23 @@ TEST_F(MultiHost, RemoteRanksGetDprunsEnvironmentButTheLogins) {
                                     "<stdout>:setting=42 host=unset gpus=unset"));
 }
 
+// An environment too large for one ssh command line (130 kB here: ssh could not even
+// be started): its largest variables stay behind, named, and the job runs.
+TEST_F(MultiHost, AnEnvironmentTooLargeForSshLeavesItsLargestVariablesBehind) {
+  const CommandResult r = RunCommand(
+      cluster_->InA("env BIG1=$(head -c 100000 /dev/zero | tr '\\0' x) BIG2=$(head -c 30000 "
+                    "/dev/zero | tr '\\0' y) " + kDprun + " " + cluster_->DprunSsh() +
+                    " -np 2 -H " + kAddrB + ":1," + kAddrC +
+                    ":1 --start-timeout 0 sh -c 'echo sizes=${#BIG1},${#BIG2}'"),
+      seconds(40));
+  ASSERT_FALSE(r.timed_out) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("dprun: not passing BIG1 to the remote ranks: dprun's "
+                                  "environment is over the 64 KiB"));
+  for (const char* rank : {"[0]", "[1]"})
+    EXPECT_THAT(r.output, HasSubstr(std::string(rank) + "<stdout>:sizes=0,30000"));
+}
+
 TEST_F(MultiHost, NetworkInterfaceSelectsGlooNcclAndTheStoreAddress) {
   const CommandResult r =
       Dprun("-np 2 -H " + kAddrB + "," + kAddrC + " --network-interface eth0 --verbose " +

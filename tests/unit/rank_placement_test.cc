@@ -197,6 +197,23 @@ TEST(ForwardedVariables, TheEnvironmentButTheLoginsAndXFlags) {
   EXPECT_EQ(v, want);
 }
 
+// Over the budget (remote ranks: one ssh command line), the environment's largest
+// variables stay behind, named; dprun's own and -x's never do.
+TEST(ForwardedVariables, TheLargestOfTheEnvironmentStayBehindOverTheBudget) {
+  const std::vector<std::string> environment = {
+      "BIG1=" + std::string(3000, 'a'), "BIG2=" + std::string(2000, 'b'),
+      "HVD_X=" + std::string(5000, 'c'), "SMALL=1"};
+  std::vector<std::string> left_out;
+  const EnvVars v = ForwardedVariables({"BIG2"}, environment, 4000, &left_out);
+  EXPECT_EQ(left_out, (std::vector<std::string>{"BIG1", "SMALL"}));
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].first, "BIG2");
+  EXPECT_EQ(v[1].first, "HVD_X");
+  left_out.clear();
+  EXPECT_EQ(ForwardedVariables({}, environment, 20000, &left_out).size(), 4u);
+  EXPECT_TRUE(left_out.empty());
+}
+
 TEST(ForwardedVariables, PlacementWinsOnMerge) {
   const EnvVars merged =
       MergeVariables({{"HVD_RANK", "7"}, {"FOO", "1"}}, {{"HVD_RANK", "0"}, {"HVD_SIZE", "2"}});
