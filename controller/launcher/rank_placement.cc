@@ -94,7 +94,7 @@ void SetVariable(EnvVars* vars, const std::string& name, const std::string& valu
 // ranks on other hosts (horovodrun's list, BASH_FUNC_*, OLDPWD and *CUDA_VISIBLE_DEVICES,
 // and the login's own variables, so that a remote user's HOME and the like stay theirs).
 bool IsForwarded(const std::string& name) {
-  static const char* const kLocal[] = {"OLDPWD", "PWD",  "SHLVL", "_",     "HOSTNAME", "HOME",
+  static const char* const kLocal[] = {"OLDPWD", "PWD",     "SHLVL", "_",    "HOSTNAME", "HOME",
                                        "USER",   "LOGNAME", "SHELL", "MAIL", "TERM"};
   for (const char* local : kLocal)
     if (name == local) return false;

@@ -15,6 +15,14 @@
 
 namespace hvd {
 namespace launcher {
+namespace {
+
+// The host an elastic job counts a rank on: a local rank's spec names none.
+std::string ElasticHost(const RankProcess& r) {
+  return r.spec.host.empty() ? "localhost" : r.spec.host;
+}
+
+}  // namespace
 
 Supervisor::Supervisor(const LauncherOptions& options, std::vector<RankSpec> ranks,
                        RankCommand command, SignalScope& signals, Store& store, int out_fd,
@@ -37,7 +45,7 @@ Supervisor::Supervisor(const LauncherOptions& options, std::vector<RankSpec> ran
     for (RankProcess& r : ranks_) {
       worker_ids_.push_back("w" + std::to_string(worker_ids_.size()));
       r.spec.placement.env.emplace_back("HVD_ELASTIC_ID", worker_ids_.back());
-      elastic_->Add(worker_ids_.back(), r.spec.host.empty() ? "localhost" : r.spec.host);
+      elastic_->Add(worker_ids_.back(), ElasticHost(r));
     }
   }
 }
@@ -284,7 +292,7 @@ void Supervisor::Discover() {
   std::vector<size_t> leaving;
   for (size_t i = 0; i < ranks_.size(); ++i) {
     const RankProcess& r = ranks_[i];
-    const std::string host = r.spec.host.empty() ? "localhost" : r.spec.host;
+    const std::string host = ElasticHost(r);
     if (r.running && std::none_of(hosts.begin(), hosts.end(),
                                   [&](const HostSlots& h) { return h.host == host; }))
       leaving.push_back(i);
@@ -311,7 +319,7 @@ void Supervisor::Discover() {
   for (size_t i : leaving) {
     RankProcess& r = ranks_[i];
     elastic_->Stopped(worker_ids_[i]);
-    reporter_.Message("host " + (r.spec.host.empty() ? "localhost" : r.spec.host) +
+    reporter_.Message("host " + ElasticHost(r) +
                       " is gone: stopping " + r.Name());
     ::kill(-r.pid, SIGTERM);
     ::kill(-r.pid, SIGCONT);

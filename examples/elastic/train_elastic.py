@@ -11,9 +11,10 @@ worker appends "start loss L start_rank R host H" as it starts, "epoch E gen G r
 indices i,j,..." per committed batch and, at the end, "final <checksum>"),
 ELASTIC_KILL=ID:EPOCH:BATCH (worker ID SIGKILLs itself right after committing that
 batch), ELASTIC_RAISE=ID:EPOCH:BATCH (it raises an exception there instead),
-ELASTIC_SHUTDOWN=ID:EPOCH:BATCH (it shuts its runtime down there and goes on), ELASTIC_KILL_ON_RESET=ID (worker ID SIGKILLs itself as it rejoins after a
-reset), ELASTIC_FINAL_SLEEP=ID:SECONDS (worker ID waits that long after training
-before it exits): for tests.
+ELASTIC_SHUTDOWN=ID:EPOCH:BATCH (it shuts its runtime down there, once, and goes on),
+ELASTIC_KILL_ON_RESET=ID (worker ID SIGKILLs itself as it rejoins after a reset),
+ELASTIC_FINAL_SLEEP=ID:SECONDS (worker ID waits that long after training before it
+exits): for tests.
 """
 
 import os
