@@ -228,19 +228,21 @@ def test_sparse_gradients(sparse_as_dense):
     assert torch.allclose(emb.weight, ref.weight, atol=1e-6)
 
 
-def test_usage_errors():
+@pytest.mark.parametrize("op", [hvd.Average, hvd.Adasum], ids=["average", "adasum"])
+def test_usage_errors(op):
     model = make_model(11)
     params = list(model.named_parameters())
-    with pytest.raises(ValueError, match="must be unique"):
-        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                 named_parameters=[("same", p) for _, p in params])
-    with pytest.raises(ValueError, match="were not named"):
-        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                 named_parameters=params[:2])
-    with pytest.raises(ValueError, match="sequence of tuples"):
-        hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                 named_parameters=[p for _, p in params])
 
+    def wrap(named):
+        return hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                        named_parameters=named, op=op)
+
+    with pytest.raises(ValueError, match="must be unique. Found duplicates: same$"):
+        wrap([("same", p) for _, p in params])
+    with pytest.raises(ValueError, match="were not named"):
+        wrap(params[:2])
+    with pytest.raises(ValueError, match="sequence of tuples"):
+        wrap([p for _, p in params])
 
 
 def test_zero_grad_and_step_usage():

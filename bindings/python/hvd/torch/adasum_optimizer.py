@@ -28,7 +28,7 @@ import torch
 from hvd.basics import global_process_set
 from hvd.torch.compression import Compression
 from hvd.torch.mpi_ops import Adasum, allreduce_async_, synchronize
-from hvd.torch.optimizer import _count_backward_pass
+from hvd.torch.optimizer import _checked_parameter_names, _count_backward_pass
 
 
 class _DistributedAdasumOptimizer(torch.optim.Optimizer):
@@ -41,28 +41,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         self._compression = compression
         self.process_set = process_set
 
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-        else:
-            named_parameters = [("allreduce.noname.%d.%d" % (i, j), v)
-                                for i, param_group in enumerate(self.param_groups)
-                                for j, v in enumerate(param_group["params"])]
-        if any(not isinstance(p, tuple) for p in named_parameters):
-            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
-                             "usually produced by model.named_parameters().")
-        names = [k for k, _ in named_parameters]
-        dups = sorted({k for k in names if names.count(k) > 1})
-        if dups:
-            raise ValueError("Parameter names in named_parameters must be unique. "
-                             "Found duplicates: %s" % ", ".join(dups))
-        all_param_ids = {id(v) for group in self.param_groups for v in group["params"]}
-        unnamed = all_param_ids - {id(v) for _, v in named_parameters}
-        if unnamed:
-            raise ValueError("named_parameters was specified, but one or more model "
-                             "parameters were not named. Python object ids: "
-                             "%s" % ", ".join(str(i) for i in unnamed))
-
-        ordered = sorted(named_parameters, key=lambda kv: kv[0])
+        ordered = _checked_parameter_names(self, named_parameters)
         self._parameter_names = {v: k for k, v in ordered}
         self.backward_passes_per_step = backward_passes_per_step
         self._allreduce_delay = {v: backward_passes_per_step for _, v in ordered}
@@ -70,7 +49,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         self._grad_accs = []
         self._requires_update = set()
         self._starting_models = {p: torch.zeros_like(p, requires_grad=False)
-                                 for _, p in named_parameters}
+                                 for _, p in ordered}
         if self.process_set.included():
             self._register_hooks()
 

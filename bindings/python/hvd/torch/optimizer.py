@@ -77,6 +77,32 @@ def _write_grad(p, result):
         p.grad.set_(result)
 
 
+def _checked_parameter_names(opt, named_parameters):
+    """`named_parameters` (or, if None, names made up from `opt`'s parameter groups) as
+    a list of (name, parameter) sorted by name, after Horovod's checks: a tuple each,
+    every name once, every parameter of `opt` named."""
+    if named_parameters is not None:
+        named_parameters = list(named_parameters)
+    else:
+        named_parameters = [("allreduce.noname.%d.%d" % (i, j), v)
+                            for i, param_group in enumerate(opt.param_groups)
+                            for j, v in enumerate(param_group["params"])]
+    if any(not isinstance(p, tuple) for p in named_parameters):
+        raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
+                         "usually produced by model.named_parameters().")
+    dups = _DistributedOptimizer.find_duplicates([k for k, _ in named_parameters])
+    if len(dups) > 0:
+        raise ValueError("Parameter names in named_parameters must be unique. "
+                         "Found duplicates: %s" % ", ".join(sorted(dups)))
+    all_param_ids = {id(v) for param_group in opt.param_groups for v in param_group["params"]}
+    unnamed_param_ids = all_param_ids - {id(v) for _, v in named_parameters}
+    if len(unnamed_param_ids):
+        raise ValueError("named_parameters was specified, but one or more model "
+                         "parameters were not named. Python object ids: "
+                         "%s" % ", ".join(str(i) for i in unnamed_param_ids))
+    return sorted(named_parameters, key=lambda kv: kv[0])
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     # Marks instances for broadcast_optimizer_state (which must step the wrapped class).
     _hvd_distributed = True
@@ -87,34 +113,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         super(self.__class__, self).__init__(params)
         self._compression = compression
 
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-        else:
-            named_parameters = [("allreduce.noname.%d.%d" % (i, j), v)
-                                for i, param_group in enumerate(self.param_groups)
-                                for j, v in enumerate(param_group["params"])]
-        if any(not isinstance(p, tuple) for p in named_parameters):
-            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
-                             "usually produced by model.named_parameters().")
-
-        dups = _DistributedOptimizer.find_duplicates([k for k, _ in named_parameters])
-        if len(dups) > 0:
-            raise ValueError("Parameter names in named_parameters must be unique. "
-                             "Found duplicates: %s" % ", ".join(sorted(dups)))
-
-        all_param_ids = {id(v) for param_group in self.param_groups
-                         for v in param_group["params"]}
-        named_param_ids = {id(v) for k, v in named_parameters}
-        unnamed_param_ids = all_param_ids - named_param_ids
-        if len(unnamed_param_ids):
-            raise ValueError("named_parameters was specified, but one or more model "
-                             "parameters were not named. Python object ids: "
-                             "%s" % ", ".join(str(i) for i in unnamed_param_ids))
-
-        self._parameter_names = {v: k for k, v in sorted(named_parameters, key=lambda kv: kv[0])}
+        ordered = _checked_parameter_names(self, named_parameters)
+        self._parameter_names = {v: k for k, v in ordered}
         self.backward_passes_per_step = backward_passes_per_step
-        self._allreduce_delay = {v: self.backward_passes_per_step
-                                 for _, v in sorted(named_parameters, key=lambda kv: kv[0])}
+        self._allreduce_delay = {v: backward_passes_per_step for _, v in ordered}
         self.op = op
         self.gradient_predivide_factor = gradient_predivide_factor
         self.sparse_as_dense = sparse_as_dense
