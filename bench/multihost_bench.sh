@@ -11,7 +11,9 @@
 # same size (bench/torch_gloo_peer.py; skipped without torch) and Gloo per tensor, for
 # $MH_WORKLOADS (default "resnet50 small"),
 # $MH_ITERS timed steps (default 10), the tensors laid out as $MH_LAYOUT says
-# (allreduce_bench --layout: "separate", the default, or "bucket"). Each host has
+# (allreduce_bench --layout: "separate", the default, or "bucket"), $MH_ROUNDS times
+# (default 1; the row gives the medians over the rounds, the ratio the median of
+# each round's own ratio, and the rounds are listed below the table). Each host has
 # its own /dev/shm, so ranks on different hosts never share memory. Prints and writes OUT_DIR/multihost.md: each
 # peer's median ms and its share of the ring all-reduce's link limit,
 # S*2(H-1)/H / rate. With several ranks per host dprun runs hierarchically or
@@ -29,6 +31,7 @@ rates=${MH_RATES:-1gbit 10gbit}
 workloads=${MH_WORKLOADS:-resnet50 small}
 iters=${MH_ITERS:-10}
 layout=${MH_LAYOUT:-separate}
+rounds=${MH_ROUNDS:-1}
 dprun=$build/dprun
 bench=$build/bench/allreduce_bench
 peer=$(cd "$(dirname "$0")" && pwd)/torch_gloo_peer.py
@@ -40,7 +43,6 @@ done
 tag=hvdb$$
 tmp=$(mktemp -d /tmp/$tag-XXXXXX)
 nss=()
-sshd_pids=()
 cleanup() {
   for ns in "${nss[@]}"; do
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
@@ -82,7 +84,7 @@ PidFile none
 LogLevel ERROR
 CONF
   ip netns exec $ns sh -c "mount -t tmpfs -o size=1g hvd-shm /dev/shm && exec /usr/sbin/sshd -D -e -f $tmp/sshd_$i.conf" >$tmp/sshd_$i.log 2>&1 &
-  sshd_pids+=($!)
+  disown  # killed at the end, without a "Killed" line from the shell
   addrs+=($addr)
 done
 for i in $(seq 1 "$hosts"); do
@@ -111,57 +113,85 @@ report=$out/multihost.md
   echo "| rate | workload | MB | dprun ms | % of link | gloo fused ms | % of link | torch.distributed gloo ms | % of link | gloo per-tensor ms | dprun / best peer | dprun forced hierarchical / flat ms |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >"$report"
+rounds_report=$tmp/rounds.md
 for rate in $rates; do
   limit "$rate"
   bits=$(echo "$rate" | sed -e 's/gbit/*1000000000/' -e 's/mbit/*1000000/' | bc)
   for w in $workloads; do
-    csv=$tmp/$rate-$w.csv
-    # shellcheck disable=SC2086
-    ip netns exec $tag-0 "$dprun" -np "$np" -H "$host_list" $ssh_flags \
-      "$bench" --workload "$w" --layout "$layout" --iters "$iters" --warmup 12 --csv "$csv" >$tmp/$rate-$w.log 2>&1 ||
-      { echo "$0: $rate $w failed:" >&2; cat $tmp/$rate-$w.log >&2; exit 1; }
-    grep -h "hvd: all-reduce of" $tmp/$rate-$w.log | sed 's/^\[[0-9]*\]<stderr>://' >&2 || true
-    # Each path forced, dprun alone.
-    forced=()
-    if [ "$slots" -gt 1 ]; then
-      for mode in 1 0; do
-        # shellcheck disable=SC2086
-        ip netns exec $tag-0 "$dprun" -np "$np" -H "$host_list" $ssh_flags \
-          -x HVD_HIERARCHICAL_ALLREDUCE=$mode "$bench" --workload "$w" --layout "$layout" --iters "$iters" \
-          --peers dprun --csv "$csv.$mode" >$tmp/$rate-$w.$mode.log 2>&1 ||
-          { echo "$0: $rate $w HVD_HIERARCHICAL_ALLREDUCE=$mode failed:" >&2;
-            cat $tmp/$rate-$w.$mode.log >&2; exit 1; }
-        forced+=("$csv.$mode")
-      done
-    fi
-    # torch.distributed's Gloo on one flat buffer of the same size (no packing).
-    elements=$(/usr/bin/python3 -c "import csv,sys; print(int(float(next(csv.DictReader(open(sys.argv[1])))['bytes']))//4)" "$csv")
-    torch_ms=nan
-    if /usr/bin/python3 -c "import torch.distributed" 2>/dev/null; then
+    # Each round runs every peer once, in turn; the row gives the medians over the
+    # rounds, and the ratio the median of the rounds' own ratios.
+    manifest=$tmp/$rate-$w.rounds
+    : >"$manifest"
+    for round in $(seq 1 "$rounds"); do
+      csv=$tmp/$rate-$w.$round.csv
+      log=$tmp/$rate-$w.$round.log
       # shellcheck disable=SC2086
-      ip netns exec $tag-0 "$dprun" -np "$np" -H "$host_list" $ssh_flags -x GLOO_SOCKET_IFNAME=eth0 \
-        /usr/bin/python3 "$peer" --elements "$elements" --master "${addrs[0]}:29517" \
-        --iters "$iters" >$tmp/$rate-$w.torch.log 2>&1 || true
-      torch_ms=$(awk '/<stdout>:torch_gloo [0-9]/ {print $NF}' $tmp/$rate-$w.torch.log)
-      [ -n "$torch_ms" ] || { echo "$0: torch peer failed:" >&2; tail -5 $tmp/$rate-$w.torch.log >&2; torch_ms=nan; }
-    fi
-    /usr/bin/python3 - "$csv" "$rate" "$w" "$bits" "$hosts" "$torch_ms" "${forced[@]}" >>"$report" <<'PY'
-import csv, sys
-path, rate, workload, bits, hosts = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
-torch_ms = float(sys.argv[6])
-forced = [float(next(csv.DictReader(open(f)))["median_ms"]) for f in sys.argv[7:]]
-forced_cell = " / ".join("%.1f" % m for m in forced) if forced else "-"
-rows = list(csv.DictReader(open(path)))
-by = {r["peer"]: r for r in rows}
-size = float(rows[0]["bytes"])
+      ip netns exec $tag-0 "$dprun" -np "$np" -H "$host_list" $ssh_flags \
+        "$bench" --workload "$w" --layout "$layout" --iters "$iters" --warmup 12 --csv "$csv" >$log 2>&1 ||
+        { echo "$0: $rate $w failed:" >&2; cat $log >&2; exit 1; }
+      [ "$round" -gt 1 ] || grep -h "hvd: all-reduce of" $log | sed 's/^\[[0-9]*\]<stderr>://' >&2 || true
+      # Each path forced, dprun alone.
+      forced=()
+      if [ "$slots" -gt 1 ]; then
+        for mode in 1 0; do
+          # shellcheck disable=SC2086
+          ip netns exec $tag-0 "$dprun" -np "$np" -H "$host_list" $ssh_flags \
+            -x HVD_HIERARCHICAL_ALLREDUCE=$mode "$bench" --workload "$w" --layout "$layout" --iters "$iters" \
+            --peers dprun --csv "$csv.$mode" >$log.$mode 2>&1 ||
+            { echo "$0: $rate $w HVD_HIERARCHICAL_ALLREDUCE=$mode failed:" >&2;
+              cat $log.$mode >&2; exit 1; }
+          forced+=("$csv.$mode")
+        done
+      fi
+      # torch.distributed's Gloo on one flat buffer of the same size (no packing).
+      elements=$(/usr/bin/python3 -c "import csv,sys; print(int(float(next(csv.DictReader(open(sys.argv[1])))['bytes']))//4)" "$csv")
+      torch_ms=nan
+      if /usr/bin/python3 -c "import torch.distributed" 2>/dev/null; then
+        # shellcheck disable=SC2086
+        ip netns exec $tag-0 "$dprun" -np "$np" -H "$host_list" $ssh_flags -x GLOO_SOCKET_IFNAME=eth0 \
+          /usr/bin/python3 "$peer" --elements "$elements" --master "${addrs[0]}:29517" \
+          --iters "$iters" >$log.torch 2>&1 || true
+        torch_ms=$(awk '/<stdout>:torch_gloo [0-9]/ {print $NF}' $log.torch)
+        [ -n "$torch_ms" ] || { echo "$0: torch peer failed:" >&2; tail -5 $log.torch >&2; torch_ms=nan; }
+      fi
+      echo "$csv $torch_ms ${forced[*]}" >>"$manifest"
+    done
+    /usr/bin/python3 - "$manifest" "$rate" "$w" "$bits" "$hosts" "$rounds_report" >>"$report" <<'PY'
+import csv, math, statistics, sys
+manifest, rate, workload, bits, hosts, rounds_report = sys.argv[1:7]
+bits, hosts = float(bits), int(hosts)
+def median(values):
+    values = [v for v in values if not math.isnan(v)]
+    return statistics.median(values) if values else float("nan")
+rounds = []
+for line in open(manifest):
+    path, torch_ms, *forced = line.split()
+    by = {r["peer"]: r for r in csv.DictReader(open(path))}
+    ms = lambda p: float(by[p]["median_ms"]) if p in by else float("nan")
+    t = float(torch_ms)
+    f = ms("gloo_fused")
+    rounds.append(dict(size=float(next(iter(by.values()))["bytes"]), d=ms("dprun"), f=f,
+                       torch=t, per=ms("gloo_per_tensor"), best=min(f, t) if t == t else f,
+                       forced=[float(next(csv.DictReader(open(x)))["median_ms"]) for x in forced]))
+size = rounds[0]["size"]
 limit_ms = size * 2 * (hosts - 1) / hosts * 8 / bits * 1000
-def ms(p): return float(by[p]["median_ms"]) if p in by else float("nan")
-d, f, t = ms("dprun"), ms("gloo_fused"), ms("gloo_per_tensor")
-best = min(f, torch_ms) if torch_ms == torch_ms else f
+d, f, t, per = (median(r[k] for r in rounds) for k in ("d", "f", "torch", "per"))
+ratios = [r["d"] / r["best"] for r in rounds]
+forced = [median(r["forced"][i] for r in rounds) for i in range(len(rounds[0]["forced"]))]
+forced_cell = " / ".join("%.1f" % m for m in forced) if forced else "-"
 print("| %s | %s | %.1f | %.1f | %.0f%% | %.1f | %.0f%% | %.1f | %.0f%% | %.1f | %.2f | %s |" % (
-    rate, workload, size / 1e6, d, 100 * limit_ms / d, f, 100 * limit_ms / f, torch_ms,
-    100 * limit_ms / torch_ms, t, d / best, forced_cell))
+    rate, workload, size / 1e6, d, 100 * limit_ms / d, f, 100 * limit_ms / f, t,
+    100 * limit_ms / t, per, median(ratios), forced_cell))
+if len(rounds) > 1:
+    with open(rounds_report, "a") as out:
+        out.write("- %s %s by round: dprun %s ms; dprun / best peer %s; dprun / gloo fused %s\n" % (
+            rate, workload, ", ".join("%.1f" % r["d"] for r in rounds),
+            ", ".join("%.2f" % x for x in ratios),
+            ", ".join("%.2f" % (r["d"] / r["f"]) for r in rounds)))
 PY
   done
 done
+if [ -s "$rounds_report" ]; then
+  { echo; echo "$rounds rounds; each row gives medians over them, the ratio the median of the rounds' ratios:"; cat "$rounds_report"; } >>"$report"
+fi
 cat "$report"
