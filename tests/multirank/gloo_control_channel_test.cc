@@ -94,6 +94,40 @@ TEST(GlooControlChannel, RoundsOfEverySizeArriveInOrder) {
   for (auto& t : threads) t.join();
 }
 
+// Two ranks exchanging (the controller's cycle at 2 ranks): every pair of sizes,
+// each rank's message reaches the other whole and in its own round, with every
+// receive but the first posted a call ahead; two messages with tails cross too
+// (each tail leaves once the other side has taken the frame before it).
+TEST(GlooControlChannel, ExchangesOfEverySizeCrossInOrder) {
+  constexpr int kRounds = 120;
+  const size_t kSizes[] = {0, 1, 40, 1015, 1016, 1017, 5000};
+  auto store = NewInMemoryStore();
+  std::thread threads[2];
+  for (int r = 0; r < 2; ++r) {
+    threads[r] = std::thread([&, r] {
+      std::shared_ptr<gloo::transport::Device> device;
+      std::shared_ptr<gloo::Context> context;
+      Status s = CreateGlooDevice("127.0.0.1", "", &device);
+      if (s.ok()) s = ConnectGlooContext(store, device, r, 2, milliseconds(10000), &context);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      std::unique_ptr<ControlChannel> ch = NewGlooControlChannel(context, milliseconds(10000));
+      ASSERT_TRUE(ch->SupportsExchange());
+      const size_t n = std::size(kSizes);
+      for (int round = 0; round < kRounds; ++round) {
+        // Every pair of sizes (rank 0's by round, rank 1's by round / n), both
+        // with tails among them.
+        auto size_of = [&](int rank) { return kSizes[(rank == 0 ? round : round / n) % n]; };
+        const std::string mine = Message("rank" + std::to_string(r), round, size_of(r));
+        std::string theirs = "stale";
+        ASSERT_TRUE(ch->Exchange(mine, &theirs).ok()) << "round " << round;
+        ASSERT_EQ(theirs, Message("rank" + std::to_string(1 - r), round, size_of(1 - r)))
+            << "round " << round << " on rank " << r;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
 TEST(GlooControlChannel, TheRootNamesAWorkerThatLeftBeforeTheRound) {
   const Status s = RoundAfterPeerLeft(1);
   EXPECT_EQ(s.code(), StatusCode::kRemoteError) << s.ToString();

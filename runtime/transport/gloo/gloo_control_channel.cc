@@ -107,6 +107,32 @@ class GlooControlChannel : public ControlChannel {
     return FinishRecv(0, slot, msg, "receive the responses from the coordinator");
   }
 
+  // Two ranks: each sends from its own frame (index = its rank, which no receive
+  // uses) and receives into the other's. Every call is an Exchange on both sides,
+  // so each posts the next one's receive as this one ends, and a message leaves
+  // as soon as it is sent, as in Gather and Broadcast above.
+  bool SupportsExchange() const override { return size() == 2; }
+
+  Status Exchange(const std::string& mine, std::string* theirs) override {
+    if (size() != 2) return Status::Internal("Exchange needs 2 ranks, this channel has " +
+                                             std::to_string(size()));
+    const uint64_t slot = NextSlot();
+    if (!broken_.ok()) return broken_;
+    const int peer = 1 - rank();
+    if (!TakePostedAhead(peer, slot))
+      HVD_RETURN_IF_ERROR(PostRecv(peer, slot, "receive the other rank's message"));
+    HVD_RETURN_IF_ERROR(StartSend(rank(), peer, slot, mine));
+    // Receive first: a tail is received (its receive posted) only once its frame is
+    // in, so two ranks that both waited for their own tails to leave would wait
+    // for ever.
+    Status got = FinishRecv(peer, slot, theirs, "receive the other rank's message");
+    Status sent = FinishSend(rank(), peer, "send its message to the other rank");
+    if (!got.ok()) return got;
+    if (!sent.ok()) return sent;
+    PostAhead(peer, PeekSlot());
+    return Status::OK();
+  }
+
  private:
   uint64_t NextSlot() { return kSlotPrefix | (counter_++ & kCounterMask); }
   uint64_t PeekSlot() const { return kSlotPrefix | (counter_ & kCounterMask); }
