@@ -53,6 +53,7 @@ Status Controller::Cycle(const proto::RequestList& mine, Clock::time_point now,
   ++stats_.cycles;
   proto::RequestList send;
   PrepareRequests(mine, &send);
+  if (channel_->SupportsExchange()) return ExchangeCycle(&send, now, out);
   std::string bytes;
   if (!send.SerializeToString(&bytes)) return Status::Internal("cannot serialize request list");
   std::vector<std::string> all;
@@ -94,10 +95,93 @@ Status Controller::Cycle(const proto::RequestList& mine, Clock::time_point now,
   if (!in.ParseFromString(reply))
     return Status::Internal("rank " + std::to_string(rank()) +
                             " received a malformed response list from the coordinator");
+  Finish(in, out);
+  return Status::OK();
+}
+
+void Controller::Finish(const proto::ResponseList& in, proto::ResponseList* out) {
   ApplyResponses(in, out);
   stats_.responses += out->responses_size();
   for (const auto& r : out->responses())
     stats_.max_fused = std::max<int64_t>(stats_.max_fused, r.names_size());
+}
+
+namespace {
+
+// A list that asks for nothing but cached entries (or nothing at all).
+bool OnlyCacheBits(const proto::RequestList& l) {
+  if (l.requests_size() > 0 || l.shutdown() || l.error_code() != 0) return false;
+  for (uint64_t w : l.invalid_bits())
+    if (w) return false;
+  return true;
+}
+
+}  // namespace
+
+bool Controller::NeedsFullCycle(Clock::time_point now) const {
+  if (announced_threshold_ < 0 || autotuner_ || table_.pending_count() > 0 || !joined_.empty())
+    return true;
+  for (bool s : shut_down_)
+    if (s) return true;
+  // An entry some ranks set long ago is dropped to the full path by CoordinateCache.
+  for (const auto& [index, since] : partial_since_)
+    if (now - since > std::chrono::seconds(1)) return true;
+  return false;
+}
+
+Status Controller::ExchangeCycle(proto::RequestList* send, Clock::time_point now,
+                                 proto::ResponseList* out) {
+  const int peer = 1 - rank();
+  if (rank() == 0) send->set_full_cycle(NeedsFullCycle(now));
+  std::string bytes, theirs;
+  if (!send->SerializeToString(&bytes)) return Status::Internal("cannot serialize request list");
+  HVD_RETURN_IF_ERROR(channel_->Exchange(bytes, &theirs));
+  std::vector<proto::RequestList> lists(2);
+  lists[rank()] = std::move(*send);
+  if (!lists[peer].ParseFromString(theirs))
+    return Status::Internal("rank " + std::to_string(rank()) +
+                            " received a malformed request list from rank " +
+                            std::to_string(peer) + " (" + std::to_string(theirs.size()) + " bytes)");
+  proto::ResponseList in;
+  if (OnlyCacheBits(lists[0]) && OnlyCacheBits(lists[1]) && !lists[0].full_cycle()) {
+    // Settled alone: the entries both ranks have set, fused with the announced
+    // threshold. Rank 0 still coordinates, for what it records (arrivals, entries
+    // set on one rank); its answer is the same by construction.
+    const size_t words = cache_.words();
+    bool any = false;
+    for (size_t w = 0; w < words; ++w) {
+      uint64_t both = ~uint64_t{0};
+      for (const auto& l : lists) both &= w < static_cast<size_t>(l.cache_bits_size()) ? l.cache_bits(w) : 0;
+      in.add_cache_hit_bits(both);
+      any = any || both;
+    }
+    if (!any) in.clear_cache_hit_bits();
+    in.set_fusion_threshold(announced_threshold_);
+    if (rank() == 0) {
+      proto::ResponseList coordinated;
+      Coordinate(lists, now, &coordinated);
+      HVD_CHECK_MSG(coordinated.responses_size() == 0 && coordinated.cache_invalid_bits_size() == 0 &&
+                        !coordinated.shutdown() && coordinated.abort_code() == 0 &&
+                        coordinated.fusion_threshold() == announced_threshold_ &&
+                        std::equal(coordinated.cache_hit_bits().begin(),
+                                   coordinated.cache_hit_bits().end(), in.cache_hit_bits().begin(),
+                                   in.cache_hit_bits().end()),
+                    "a cycle settled alone differs from the coordinator's:\n" +
+                        coordinated.DebugString() + "settled:\n" + in.DebugString());
+    }
+    ++stats_.settled_alone;
+  } else {
+    std::string reply, got;
+    if (rank() == 0) {
+      Coordinate(lists, now, &in);
+      if (!in.SerializeToString(&reply)) return Status::Internal("cannot serialize responses");
+    }
+    HVD_RETURN_IF_ERROR(channel_->Exchange(reply, &got));
+    if (rank() != 0 && !in.ParseFromString(got))
+      return Status::Internal("rank " + std::to_string(rank()) +
+                              " received a malformed response list from the coordinator");
+  }
+  Finish(in, out);
   return Status::OK();
 }
 
@@ -262,6 +346,7 @@ void Controller::CoordinateCache(const std::vector<proto::RequestList>& lists,
 void Controller::ApplyResponses(const proto::ResponseList& in, proto::ResponseList* out) {
   out->Clear();
   if (in.cycle_time_us() > 0) announced_cycle_time_ = std::chrono::microseconds(in.cycle_time_us());
+  if (in.abort_code() == 0) announced_threshold_ = in.fusion_threshold();
   out->set_shutdown(in.shutdown());
   out->set_abort_code(in.abort_code());
   out->set_abort_message(in.abort_message());

@@ -85,6 +85,7 @@ class Controller {
     int64_t responses = 0;      // responses this rank was given to execute
     int64_t max_fused = 0;      // the most tensors one of them held
     int64_t hit_plans = 0;      // fusion plans built for cache hits (a repeated step reuses one)
+    int64_t settled_alone = 0;  // two ranks: cycles each rank settled from the exchanged lists
   };
   const Stats& stats() const { return stats_; }
 
@@ -98,6 +99,16 @@ class Controller {
   bool waiting_on_others() const;
 
  private:
+  // Cycle at two ranks over a channel with Exchange: the lists cross in one trip;
+  // when both carry only cache bits and rank 0 has nothing to add, each rank
+  // settles the hits itself (the same ones, as the coordinator would); otherwise
+  // rank 0 coordinates and its responses cross in a second trip.
+  Status ExchangeCycle(proto::RequestList* send, Clock::time_point now, proto::ResponseList* out);
+  // Rank 0 at two ranks: whether this cycle needs the coordinator's responses
+  // (see RequestList.full_cycle).
+  bool NeedsFullCycle(Clock::time_point now) const;
+  // Takes the response list `in` this rank runs (out of `reply`'s bytes or `*in`).
+  void Finish(const proto::ResponseList& in, proto::ResponseList* out);
   // Coordinator side of Cycle: all lists in, one response list out.
   void Coordinate(const std::vector<proto::RequestList>& lists, Clock::time_point now,
                   proto::ResponseList* out);
@@ -149,6 +160,9 @@ class Controller {
   bool warned_small_cache_ = false;  // coordinator: the cache-size warning is given once
   std::unique_ptr<Autotuner> autotuner_;  // coordinator with autotune only
   std::chrono::microseconds announced_cycle_time_;
+  // The fusion threshold the coordinator announced last (-1: none yet), which
+  // cycles settled alone plan with.
+  int64_t announced_threshold_ = -1;
   Clock::time_point last_stall_check_{};
 };
 

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -35,7 +36,7 @@ using std::chrono::milliseconds;
 // has failed and will not take part in the rest of the cycle).
 class Hub {
  public:
-  explicit Hub(int size) : size_(size), to_root_(size), from_root_(size) {}
+  explicit Hub(int size) : size_(size), to_root_(size), from_root_(size), exchanged_(size) {}
 
   int size() const { return size_; }
 
@@ -74,6 +75,7 @@ class Hub {
 
   std::vector<std::deque<std::string>>& to_root() { return to_root_; }
   std::vector<std::deque<std::string>>& from_root() { return from_root_; }
+  std::vector<std::deque<std::string>>& exchanged() { return exchanged_; }
 
  private:
   const int size_;
@@ -83,11 +85,20 @@ class Hub {
   std::set<int> lost_;
   std::vector<std::deque<std::string>> to_root_;    // [rank]: rank -> root
   std::vector<std::deque<std::string>> from_root_;  // [rank]: root -> rank
+  std::vector<std::deque<std::string>> exchanged_;  // [rank]: the other rank -> rank
 };
 
 class FakeChannel : public ControlChannel {
  public:
-  FakeChannel(std::shared_ptr<Hub> hub, int rank) : hub_(std::move(hub)), rank_(rank) {}
+  // `exchange`: at 2 ranks, offer Exchange as the Gloo channel does.
+  FakeChannel(std::shared_ptr<Hub> hub, int rank, bool exchange = false)
+      : hub_(std::move(hub)), rank_(rank), exchange_(exchange) {}
+
+  bool SupportsExchange() const override { return exchange_ && size() == 2; }
+  Status Exchange(const std::string& mine, std::string* theirs) override {
+    hub_->Send(hub_->exchanged(), 1 - rank_, corrupt ? corrupt(mine) : mine);
+    return hub_->Receive(hub_->exchanged(), rank_, theirs);
+  }
 
   // Rewrites this rank's outgoing request bytes (to simulate corruption).
   std::function<std::string(const std::string&)> corrupt;
@@ -125,14 +136,16 @@ class FakeChannel : public ControlChannel {
  private:
   std::shared_ptr<Hub> hub_;
   const int rank_;
+  const bool exchange_;
 };
 
 // N controllers over one hub. Cycle runs every rank's Cycle on its own thread.
 class FakeJob {
  public:
-  FakeJob(int size, const ControllerOptions& options) : hub_(std::make_shared<Hub>(size)) {
+  FakeJob(int size, const ControllerOptions& options, bool exchange = false)
+      : hub_(std::make_shared<Hub>(size)) {
     for (int r = 0; r < size; ++r) {
-      auto channel = std::make_unique<FakeChannel>(hub_, r);
+      auto channel = std::make_unique<FakeChannel>(hub_, r, exchange);
       channels_.push_back(channel.get());
       controllers_.push_back(std::make_unique<Controller>(std::move(channel), options));
     }
@@ -765,6 +778,107 @@ TEST(ControllerTest, StallInspectorDisabledWhenBothAreZero) {
   proto::ResponseList out = job.Cycle(Lists(2).lists, At(100000));
   EXPECT_EQ(out.responses_size(), 0);
   EXPECT_THAT(log.Take(), IsEmpty());
+}
+
+
+// Two ranks over a channel with Exchange (the Gloo channel at 2 ranks) run every
+// cycle as the coordinator would: the same script of cycles on both kinds of
+// channel gives the same response lists on every rank, cycle by cycle. The
+// script: 12 tensors submitted in steps, each rank at random cycles (so cache
+// bits are often set on one rank only), some steps with a tensor whose count
+// differs on rank 1 (an error, and the cache entry dropped), a time jump past the
+// second after which an entry set on one rank goes the full path, a tensor rank 1
+// sends too late (it fails as stalled), and the shutdown at the end. The cached
+// steps are settled alone.
+TEST(ControllerTest, TwoRanksThatExchangeTheirListsGetTheCoordinatorsResponses) {
+  struct Run {
+    std::vector<std::string> cycles;  // rank 0's response list, each cycle
+    Controller::Stats stats;
+    int stalled = 0, mismatched = 0;  // error responses of each kind
+  };
+  auto run = [](bool exchange) {
+    ControllerOptions options;
+    options.fusion_threshold = 3 * 64 * 4;  // fuses some of each step's tensors
+    options.stall_check = milliseconds(1500);
+    options.stall_shutdown = milliseconds(1200);
+    options.log = [](const std::string&) {};
+    FakeJob job(2, options, exchange);
+    constexpr int kTensors = 12, kCycles = 3300;
+    constexpr int kJump = 700, kLate = 800;  // the cycles of the time jump and the late tensor
+    std::mt19937 rng(7);
+    std::set<int> in_flight[2];   // submitted, not yet answered
+    std::set<int> done_step[2];   // answered in this step
+    int mismatch = -1;            // this step's tensor whose count rank 1 changes
+    int64_t ms = 0;
+    Run out;
+    for (int c = 0; c < kCycles; ++c) {
+      std::vector<proto::RequestList> lists(2);
+      for (int r = 0; r < 2; ++r) {
+        for (int t = 0; t < kTensors && c > 0; ++t) {  // the first cycle is idle
+          if (in_flight[r].count(t) || done_step[r].count(t) || rng() % 3 != 0) continue;
+          if (r == 1 && t == 0 && c > kJump - 30 && c <= kJump) continue;  // partial at the jump
+          const int64_t count = 64 + ((r == 1 && t == mismatch) ? 1 : 0);
+          *lists[r].add_requests() = Allreduce("t" + std::to_string(t), count);
+          in_flight[r].insert(t);
+        }
+        // Rank 1 sends this one past the stall shutdown and the stall check's
+        // period (so it fails), then rank 0 sends it again, which completes rank 1's.
+        if (c == (r == 0 ? kLate : kLate + 2300) || (r == 0 && c == kLate + 2310))
+          *lists[r].add_requests() = Allreduce("late", 64);
+        if (c == kCycles - 1) lists[r].set_shutdown(true);
+      }
+      ms += c == kJump ? 1100 : 1;  // entries set on one rank only go the full path
+      std::vector<proto::ResponseList> got;
+      std::vector<Status> status = job.TryCycle(lists, At(static_cast<int>(ms)), &got);
+      for (int r = 0; r < 2; ++r) EXPECT_TRUE(status[r].ok()) << "cycle " << c << ": " << status[r].ToString();
+      EXPECT_EQ(got[1].SerializeAsString(), got[0].SerializeAsString()) << "cycle " << c;
+      out.cycles.push_back(got[0].SerializeAsString());
+      for (const auto& resp : got[0].responses()) {
+        if (resp.type() != proto::RESPONSE_ERROR) continue;
+
+        ++(resp.error_code() == static_cast<int>(StatusCode::kTimeout) ? out.stalled : out.mismatched);
+      }
+      for (int r = 0; r < 2; ++r)
+        for (const auto& resp : got[r].responses())
+          for (const auto& name : resp.names()) {
+            if (name[0] != 't') continue;
+            const int t = std::stoi(name.substr(1));
+            in_flight[r].erase(t);
+            done_step[r].insert(t);
+          }
+      if (done_step[0].size() == kTensors && done_step[1].size() == kTensors) {
+        done_step[0].clear();
+        done_step[1].clear();
+        // Not near the jump: an entry dropped there is sent in full for a few
+        // cycles, which would hide what the jump is for.
+        const bool near = c > kJump - 100 && c < kJump + 20;
+        mismatch = (rng() % 4 == 0 && !near) ? static_cast<int>(rng() % kTensors) : -1;
+      }
+    }
+    out.stats = job.controller(1).stats();
+    return out;
+  };
+  const Run coordinated = run(false), exchanged = run(true);
+  ASSERT_EQ(exchanged.cycles.size(), coordinated.cycles.size());
+  for (size_t c = 0; c < coordinated.cycles.size(); ++c) {
+    proto::ResponseList a, b;
+    a.ParseFromString(coordinated.cycles[c]);
+    b.ParseFromString(exchanged.cycles[c]);
+    ASSERT_EQ(b.SerializeAsString(), a.SerializeAsString())
+        << "cycle " << c << ", over Exchange:\n" << b.DebugString() << "as coordinated:\n" << a.DebugString();
+  }
+  proto::ResponseList last;
+  last.ParseFromString(exchanged.cycles.back());
+  EXPECT_TRUE(last.shutdown());
+  EXPECT_EQ(coordinated.stats.settled_alone, 0);
+  // The script must reach what it is there for: cached steps settled alone, and
+  // cycles that needed the coordinator.
+  EXPECT_GT(exchanged.stats.cache_hits, 1000);
+  EXPECT_GT(exchanged.stats.settled_alone, 500);
+  EXPECT_LT(exchanged.stats.settled_alone, exchanged.stats.cycles - 100);
+  EXPECT_EQ(exchanged.stats.cache_hits, coordinated.stats.cache_hits);
+  EXPECT_GT(exchanged.stalled, 0);
+  EXPECT_GT(exchanged.mismatched, 0);
 }
 
 }  // namespace
