@@ -19,6 +19,17 @@ namespace {
 using ::testing::HasSubstr;
 using std::chrono::milliseconds;
 
+// Rank `rank` of `size`'s control channel over loopback (one of the test's threads).
+void Connect(const std::shared_ptr<Store>& store, int rank, int size,
+             std::unique_ptr<ControlChannel>* ch) {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::Context> context;
+  Status s = CreateGlooDevice("127.0.0.1", "", &device);
+  if (s.ok()) s = ConnectGlooContext(store, device, rank, size, milliseconds(10000), &context);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  *ch = NewGlooControlChannel(context, milliseconds(10000));
+}
+
 // Two ranks as two threads; `gone` closes its channel after one good round, and
 // the other then starts a round on the closed connection.
 Status RoundAfterPeerLeft(int gone) {
@@ -27,12 +38,8 @@ Status RoundAfterPeerLeft(int gone) {
   std::thread threads[2];
   for (int r = 0; r < 2; ++r) {
     threads[r] = std::thread([&, r] {
-      std::shared_ptr<gloo::transport::Device> device;
-      std::shared_ptr<gloo::Context> context;
-      Status s = CreateGlooDevice("127.0.0.1", "", &device);
-      if (s.ok()) s = ConnectGlooContext(store, device, r, 2, milliseconds(10000), &context);
-      ASSERT_TRUE(s.ok()) << s.ToString();
-      std::unique_ptr<ControlChannel> ch = NewGlooControlChannel(context, milliseconds(10000));
+      std::unique_ptr<ControlChannel> ch;
+      ASSERT_NO_FATAL_FAILURE(Connect(store, r, 2, &ch));
       std::vector<std::string> all;
       std::string msg = "response";
       ASSERT_TRUE(ch->Gather("request", &all).ok());
@@ -67,12 +74,8 @@ TEST(GlooControlChannel, RoundsOfEverySizeArriveInOrder) {
   std::thread threads[kRanks];
   for (int r = 0; r < kRanks; ++r) {
     threads[r] = std::thread([&, r] {
-      std::shared_ptr<gloo::transport::Device> device;
-      std::shared_ptr<gloo::Context> context;
-      Status s = CreateGlooDevice("127.0.0.1", "", &device);
-      if (s.ok()) s = ConnectGlooContext(store, device, r, kRanks, milliseconds(10000), &context);
-      ASSERT_TRUE(s.ok()) << s.ToString();
-      std::unique_ptr<ControlChannel> ch = NewGlooControlChannel(context, milliseconds(10000));
+      std::unique_ptr<ControlChannel> ch;
+      ASSERT_NO_FATAL_FAILURE(Connect(store, r, kRanks, &ch));
       for (int round = 0; round < kRounds; ++round) {
         const size_t n = std::size(kSizes);
         std::vector<std::string> all;
@@ -105,12 +108,8 @@ TEST(GlooControlChannel, ExchangesOfEverySizeCrossInOrder) {
   std::thread threads[2];
   for (int r = 0; r < 2; ++r) {
     threads[r] = std::thread([&, r] {
-      std::shared_ptr<gloo::transport::Device> device;
-      std::shared_ptr<gloo::Context> context;
-      Status s = CreateGlooDevice("127.0.0.1", "", &device);
-      if (s.ok()) s = ConnectGlooContext(store, device, r, 2, milliseconds(10000), &context);
-      ASSERT_TRUE(s.ok()) << s.ToString();
-      std::unique_ptr<ControlChannel> ch = NewGlooControlChannel(context, milliseconds(10000));
+      std::unique_ptr<ControlChannel> ch;
+      ASSERT_NO_FATAL_FAILURE(Connect(store, r, 2, &ch));
       ASSERT_TRUE(ch->SupportsExchange());
       const size_t n = std::size(kSizes);
       for (int round = 0; round < kRounds; ++round) {
