@@ -107,7 +107,8 @@ class Controller {
   // Rank 0 at two ranks: whether this cycle needs the coordinator's responses
   // (see RequestList.full_cycle).
   bool NeedsFullCycle(Clock::time_point now) const;
-  // Takes the response list `in` this rank runs (out of `reply`'s bytes or `*in`).
+  // Applies `in`, the response list every rank runs this cycle, into `out`, and
+  // counts it.
   void Finish(const proto::ResponseList& in, proto::ResponseList* out);
   // Coordinator side of Cycle: all lists in, one response list out.
   void Coordinate(const std::vector<proto::RequestList>& lists, Clock::time_point now,

@@ -1,4 +1,4 @@
-// ControlChannel: the two primitives the coordinator needs, per communicator.
+// ControlChannel: the primitives the coordinator needs, per communicator.
 //
 // Each cycle every rank calls Gather (the root receives every rank's request list)
 // and then Broadcast (every rank receives the root's response list); at two ranks,
@@ -36,7 +36,9 @@ class ControlChannel {
   // Two ranks only (size() == 2), where SupportsExchange(): each rank sends `mine`
   // and receives the other's into `*theirs`, both on their way at once, so a
   // cycle's request lists cross in one trip instead of a Gather and a Broadcast's
-  // two. Collective like the others; a failure names the other rank.
+  // two. Collective like the others; a failure names the other rank. A channel
+  // used with Exchange is used with nothing else (each call posts the next one's
+  // receive ahead).
   virtual bool SupportsExchange() const { return false; }
   virtual Status Exchange(const std::string& mine, std::string* theirs) {
     (void)mine;

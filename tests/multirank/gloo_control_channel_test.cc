@@ -31,8 +31,9 @@ void Connect(const std::shared_ptr<Store>& store, int rank, int size,
 }
 
 // Two ranks as two threads; `gone` closes its channel after one good round, and
-// the other then starts a round on the closed connection.
-Status RoundAfterPeerLeft(int gone) {
+// the other then starts a round on the closed connection: a Gather and a
+// Broadcast, or with `exchange` an Exchange (each round then is one).
+Status RoundAfterPeerLeft(int gone, bool exchange = false) {
   auto store = NewInMemoryStore();
   Status survivor;
   std::thread threads[2];
@@ -42,14 +43,20 @@ Status RoundAfterPeerLeft(int gone) {
       ASSERT_NO_FATAL_FAILURE(Connect(store, r, 2, &ch));
       std::vector<std::string> all;
       std::string msg = "response";
-      ASSERT_TRUE(ch->Gather("request", &all).ok());
-      ASSERT_TRUE(ch->Broadcast(&msg).ok());
+      auto round = [&] {
+        if (exchange) return ch->Exchange("request", &msg);
+        Status g = ch->Gather("request", &all);
+        return g.ok() ? ch->Broadcast(&msg) : g;
+      };
+      ASSERT_TRUE(round().ok());
       ASSERT_TRUE(store->Set("round1/" + std::to_string(r), "done").ok());
       if (r == gone) return;  // closes the channel, the context and the device
       ASSERT_TRUE(store->Wait({"round1/" + std::to_string(gone)}, milliseconds(10000)).ok());
       std::this_thread::sleep_for(milliseconds(300));  // the close has arrived
-      survivor = ch->Gather("request", &all);
-      if (survivor.ok()) survivor = ch->Broadcast(&msg);
+      const auto start = std::chrono::steady_clock::now();
+      survivor = round();
+      // Lost at once, not after the channel's 10 s timeout.
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
     });
   }
   for (auto& t : threads) t.join();
@@ -137,6 +144,15 @@ TEST(GlooControlChannel, AWorkerNamesTheRootThatLeftBeforeTheRound) {
   const Status s = RoundAfterPeerLeft(0);
   EXPECT_EQ(s.code(), StatusCode::kRemoteError) << s.ToString();
   EXPECT_THAT(s.message(), HasSubstr("lost rank 0"));
+}
+
+// At two ranks each side names the other, whichever left.
+TEST(GlooControlChannel, AnExchangeNamesTheRankThatLeftBeforeIt) {
+  for (int gone : {0, 1}) {
+    const Status s = RoundAfterPeerLeft(gone, /*exchange=*/true);
+    EXPECT_EQ(s.code(), StatusCode::kRemoteError) << s.ToString();
+    EXPECT_THAT(s.message(), HasSubstr("lost rank " + std::to_string(gone)));
+  }
 }
 
 }  // namespace
