@@ -3,9 +3,11 @@
 // into it.
 //
 // Threads. Start and Stop may be called from any thread; they are serialised
-// with each other. Current is lock-free (an atomic load of a shared_ptr): the
-// loop and the controller's hooks call it per event and keep the copy they get
-// for that event. A Stop meanwhile closes the file at once; the Timeline drops
+// with each other. Current is an atomic load of a shared_ptr (libstdc++ takes
+// one of its pooled locks for it) behind a plain atomic flag, so that without a
+// timeline it costs one load: the loop and the controller's hooks call it per
+// event (a cached step's 1000 tensors, every step) and keep the copy they get
+// for that event. A Start or Stop meanwhile may be seen an event late. A Stop meanwhile closes the file at once; the Timeline drops
 // events recorded after its Close, and later events find no timeline.
 #ifndef HVD_RUNTIME_ACTIVE_TIMELINE_H_
 #define HVD_RUNTIME_ACTIVE_TIMELINE_H_
@@ -39,7 +41,10 @@ class ActiveTimeline {
   void Stop();
 
   // The timeline being written, or null.
-  std::shared_ptr<Timeline> Current() const { return std::atomic_load(&current_); }
+  std::shared_ptr<Timeline> Current() const {
+    if (!active_.load(std::memory_order_acquire)) return nullptr;
+    return std::atomic_load(&current_);
+  }
   // Whether a CYCLE_START mark goes in for each cycle that ran work.
   bool mark_cycles() const { return mark_cycles_.load(std::memory_order_relaxed); }
 
@@ -48,6 +53,9 @@ class ActiveTimeline {
   std::mutex mu_;  // serialises Start and Stop
   // Read and written only through std::atomic_load/atomic_store/atomic_exchange.
   std::shared_ptr<Timeline> current_;
+  // Whether current_ may be set: set after it is stored, cleared before it is
+  // taken, both under mu_.
+  std::atomic<bool> active_{false};
   std::atomic<bool> mark_cycles_{false};
 };
 
