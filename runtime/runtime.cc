@@ -157,7 +157,7 @@ Status Runtime::Allreduce(AllreduceArgs args, std::shared_ptr<Work>* work) {
   return EnqueueOne(std::move(e), process_set, work);
 }
 
-Status Runtime::EnqueueOne(TensorEntry entry, int process_set, std::shared_ptr<Work>* work) {
+Status Runtime::EnqueueOne(TensorEntry&& entry, int process_set, std::shared_ptr<Work>* work) {
   return EnqueueEntries(&entry, 1, process_set, work);
 }
 
@@ -208,7 +208,7 @@ Status Runtime::EnqueueEntries(TensorEntry* entries, size_t n, int process_set,
     if (shutdown_requested_) return Status::ShutDown("the runtime is shutting down");
   }
   for (size_t i = 0; i < n; ++i) {
-    entries[i].work = std::make_shared<Work>(entries[i].name);
+    entries[i].work = Work::Make(entries[i].name);
     works[i] = entries[i].work;
   }
   Status queued = comm->queue.Enqueue(entries, n);

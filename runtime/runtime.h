@@ -118,7 +118,7 @@ class Runtime {
   void Flush();
 
   // Enqueues one entry; `*work` tracks it.
-  Status EnqueueOne(TensorEntry entry, int process_set, std::shared_ptr<Work>* work);
+  Status EnqueueOne(TensorEntry&& entry, int process_set, std::shared_ptr<Work>* work);
 
   // A barrier over `process_set`; completes once every member has entered it.
   Status Barrier(int process_set, std::shared_ptr<Work>* work);

@@ -110,7 +110,7 @@ Status StagingOps::Execute(const Response& r, const std::vector<TensorEntry*>& e
     host[i].stream = nullptr;
     host[i].output = writes_output ? out + out_off[i] : nullptr;
     host[i].input = reads_input ? in + in_off[i] : host[i].output;
-    host[i].work = std::make_shared<Work>(e->name);
+    host[i].work = Work::Make(e->name);
     host_entries[i] = &host[i];
   }
   Response host_response = r;

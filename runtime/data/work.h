@@ -27,6 +27,7 @@
 
 #include "runtime/common/cpu_binding.h"
 #include "runtime/common/cpu_relax.h"
+#include "runtime/common/pool_allocator.h"
 #include "runtime/common/status.h"
 
 namespace hvd {
@@ -72,6 +73,12 @@ class Work {
   static constexpr std::chrono::microseconds kSpin{20};
 
   explicit Work(std::string name) : name_(std::move(name)) {}
+
+  // A new Work, from a per-thread pool of freed ones' memory (PoolAllocator: a
+  // step makes and frees one per tensor).
+  static std::shared_ptr<Work> Make(std::string name) {
+    return std::allocate_shared<Work>(PoolAllocator<Work>(), std::move(name));
+  }
 
   const std::string& name() const { return name_; }
 
