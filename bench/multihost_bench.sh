@@ -10,10 +10,13 @@
 # (gloo_fused, packing included), torch.distributed's Gloo on one flat buffer of the
 # same size (bench/torch_gloo_peer.py; skipped without torch) and Gloo per tensor, for
 # $MH_WORKLOADS (default "resnet50 small"),
-# $MH_ITERS timed steps (default 10), the tensors laid out as $MH_LAYOUT says
+# $MH_ITERS timed steps (default 10; $MH_RUN steps of each peer in turn, default
+# allreduce_bench's 10, 1 alternates them step by step), the tensors laid out as $MH_LAYOUT says
 # (allreduce_bench --layout: "separate", the default, or "bucket"), $MH_ROUNDS times
 # (default 1; the row gives the medians over the rounds, the ratio the median of
-# each round's own ratio, and the rounds are listed below the table). Each host has
+# each round's own ratio, and the rounds are listed below the table). $MH_PEERS
+# (default "dprun,gloo_fused,gloo_per_tensor,torch") names the peers to run;
+# "dprun,gloo_fused" with MH_RUN=1 is the closest comparison of the two. Each host has
 # its own /dev/shm, so ranks on different hosts never share memory. Prints and writes OUT_DIR/multihost.md: each
 # peer's median ms and its share of the ring all-reduce's link limit,
 # S*2(H-1)/H / rate. With several ranks per host dprun runs hierarchically or
@@ -32,6 +35,10 @@ workloads=${MH_WORKLOADS:-resnet50 small}
 iters=${MH_ITERS:-10}
 layout=${MH_LAYOUT:-separate}
 rounds=${MH_ROUNDS:-1}
+peers=${MH_PEERS:-dprun,gloo_fused,gloo_per_tensor,torch}
+bench_peers=$(echo "$peers" | tr ',' '\n' | grep -v '^torch$' | paste -sd, -)
+run_args=()
+[ -z "${MH_RUN:-}" ] || run_args=(--run "$MH_RUN")
 dprun=$build/dprun
 bench=$build/bench/allreduce_bench
 peer=$(cd "$(dirname "$0")" && pwd)/torch_gloo_peer.py
@@ -127,7 +134,8 @@ for rate in $rates; do
       log=$tmp/$rate-$w.$round.log
       # shellcheck disable=SC2086
       ip netns exec $tag-0 "$dprun" -np "$np" -H "$host_list" $ssh_flags \
-        "$bench" --workload "$w" --layout "$layout" --iters "$iters" --warmup 12 --csv "$csv" >$log 2>&1 ||
+        "$bench" --workload "$w" --layout "$layout" --iters "$iters" --warmup 12 \
+        --peers "$bench_peers" "${run_args[@]}" --csv "$csv" >$log 2>&1 ||
         { echo "$0: $rate $w failed:" >&2; cat $log >&2; exit 1; }
       [ "$round" -gt 1 ] || grep -h "hvd: all-reduce of" $log | sed 's/^\[[0-9]*\]<stderr>://' >&2 || true
       # Each path forced, dprun alone.
@@ -146,7 +154,7 @@ for rate in $rates; do
       # torch.distributed's Gloo on one flat buffer of the same size (no packing).
       elements=$(/usr/bin/python3 -c "import csv,sys; print(int(float(next(csv.DictReader(open(sys.argv[1])))['bytes']))//4)" "$csv")
       torch_ms=nan
-      if /usr/bin/python3 -c "import torch.distributed" 2>/dev/null; then
+      if [[ ",$peers," == *,torch,* ]] && /usr/bin/python3 -c "import torch.distributed" 2>/dev/null; then
         # shellcheck disable=SC2086
         ip netns exec $tag-0 "$dprun" -np "$np" -H "$host_list" $ssh_flags -x GLOO_SOCKET_IFNAME=eth0 \
           /usr/bin/python3 "$peer" --elements "$elements" --master "${addrs[0]}:29517" \
