@@ -222,6 +222,18 @@ void ForEachBit(const google::protobuf::RepeatedField<uint64_t>& bits, F&& f) {
 
 }  // namespace
 
+const proto::Request* Controller::CachedRequest(const std::string& name, uint32_t* index) {
+  if (cache_.capacity() == 0 || !cache_.Find(name, index) || TestBit(pending_bits_, *index))
+    return nullptr;
+  return &cache_.request(*index);
+}
+
+void Controller::SendAsCacheBit(uint32_t index) {
+  pending_bits_.resize(cache_.words(), 0);
+  SetBit(&pending_bits_, index);
+  ++stats_.cache_bits;
+}
+
 void Controller::PrepareRequests(const proto::RequestList& mine, proto::RequestList* send) {
   send->set_shutdown(mine.shutdown());
   send->set_error_code(mine.error_code());

@@ -69,6 +69,16 @@ class Controller {
   // One negotiation cycle. `now` comes from the caller's clock.
   Status Cycle(const proto::RequestList& mine, Clock::time_point now, proto::ResponseList* out);
 
+  // The cache's fast path, before a request is built (a step's 1000 cached
+  // tensors, every step): the request this rank cached for `name`, or null when
+  // there is none or its bit is already pending. The caller compares its request
+  // with it (ResponseCache::SameParameters' fields) and, when equal, calls
+  // SendAsCacheBit(*index) instead of putting the request into the next Cycle's
+  // list; that is what Cycle does with it. Otherwise the request goes to Cycle in
+  // full as before.
+  const proto::Request* CachedRequest(const std::string& name, uint32_t* index);
+  void SendAsCacheBit(uint32_t index);
+
   int rank() const { return channel_->rank(); }
   int size() const { return channel_->size(); }
 

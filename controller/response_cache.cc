@@ -23,24 +23,28 @@ bool ResponseCache::SameParameters(const proto::Request& a, const proto::Request
          a.group_size() == b.group_size();
 }
 
-ResponseCache::Match ResponseCache::Lookup(const proto::Request& request, uint32_t* index) {
+bool ResponseCache::Find(const std::string& name, uint32_t* index) {
   // A used slot cached under this name is the name's only slot (by_name_'s key is
   // the response's name), so the guess is exact once that name matches.
   // The slot's own request carries the same name as its response.
   uint32_t found = follows_[last_];
-  if (found == kNoIndex || !Has(found) ||
-      slots_[found].request.name() != request.name()) {
-    auto it = by_name_.find(request.name());
+  if (found == kNoIndex || !Has(found) || slots_[found].request.name() != name) {
+    auto it = by_name_.find(name);
     if (it == by_name_.end()) {
       last_ = static_cast<uint32_t>(capacity_);
-      return Match::kNone;
+      return false;
     }
     found = it->second;
     follows_[last_] = found;
   }
   last_ = found;
   *index = found;
-  return SameParameters(slots_[found].request, request) ? Match::kHit : Match::kChanged;
+  return true;
+}
+
+ResponseCache::Match ResponseCache::Lookup(const proto::Request& request, uint32_t* index) {
+  if (!Find(request.name(), index)) return Match::kNone;
+  return SameParameters(slots_[*index].request, request) ? Match::kHit : Match::kChanged;
 }
 
 int64_t ResponseCache::Put(const proto::Request& request, const proto::Response& response,

@@ -39,6 +39,9 @@ class ResponseCache {
   // the previous lookup's last time is tried first, and the lookup by name (a hash
   // and a few cache misses per tensor) is needed only when the order changes.
   Match Lookup(const proto::Request& request, uint32_t* index);
+  // Lookup's first half: the index cached under `name`, if any (the same guess
+  // first).
+  bool Find(const std::string& name, uint32_t* index);
 
   // Caches (request, response) for response.names(0), a single-tensor response,
   // evicting the least recently used entry when full. No-op if already cached or

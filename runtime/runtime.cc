@@ -368,7 +368,19 @@ void Runtime::Loop() {
 bool Runtime::RunCycle(Communicator* comm, Clock::time_point now, bool* hurry) {
   proto::RequestList& mine = comm->cycle_requests;
   mine.Clear();
-  comm->queue.PopNew([&](const TensorEntry& e) { ToRequest(e, comm->rank, mine.add_requests()); });
+  // A request the cache holds goes as its bit without being built; the rest in full.
+  int popped = 0;
+  Controller& controller = *comm->controller;
+  comm->queue.PopNew([&](const TensorEntry& e) {
+    ++popped;
+    uint32_t index;
+    const proto::Request* cached = controller.CachedRequest(e.name, &index);
+    if (cached != nullptr && SameParameters(e, *cached)) {
+      controller.SendAsCacheBit(index);
+      return;
+    }
+    ToRequest(e, comm->rank, mine.add_requests());
+  });
   {
     std::lock_guard<std::mutex> lock(mu_);
     mine.set_shutdown(shutdown_requested_);
@@ -400,7 +412,7 @@ bool Runtime::RunCycle(Communicator* comm, Clock::time_point now, bool* hurry) {
   // Once per batch, and only for requests already sent: entries enqueued since this
   // cycle began (the next step's, right after a barrier) must not start the next
   // cycle at once with only the first few of them, splitting that step in two.
-  if (mine.requests_size() > 0 && comm->controller->waiting_on_others()) *hurry = true;
+  if (popped > 0 && comm->controller->waiting_on_others()) *hurry = true;
   // Only the global set ends the loop: a set's members agreeing to stop must not
   // leave the ranks outside it waiting for them in the next global cycle.
   return comm->id != 0 || !list.shutdown();

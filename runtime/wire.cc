@@ -37,6 +37,20 @@ void ToRequest(const TensorEntry& e, int rank, proto::Request* r) {
   r->set_group_size(e.group_size);
 }
 
+bool SameParameters(const TensorEntry& e, const proto::Request& r) {
+  auto same = [](const std::vector<int64_t>& v, const auto& repeated) {
+    if (static_cast<int>(v.size()) != repeated.size()) return false;
+    for (int i = 0; i < repeated.size(); ++i)
+      if (v[i] != repeated.Get(i)) return false;
+    return true;
+  };
+  return r.type() == static_cast<proto::RequestType>(e.type) &&
+         r.dtype() == static_cast<int>(e.dtype) && r.reduce_op() == static_cast<int>(e.reduce_op) &&
+         same(e.shape, r.shape()) && r.prescale_factor() == e.prescale_factor &&
+         r.postscale_factor() == e.postscale_factor && r.root_rank() == e.root_rank &&
+         r.device() == e.device && same(e.splits, r.splits()) && r.group_size() == e.group_size;
+}
+
 namespace {
 
 template <typename T, typename Repeated>

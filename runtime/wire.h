@@ -20,6 +20,12 @@ namespace hvd {
 // allocations).
 void ToRequest(const TensorEntry& e, int rank, proto::Request* r);
 
+// Whether ToRequest(e) would ask for the same collective as `r`: the fields
+// ResponseCache::SameParameters compares (not the name, rank or group id), read
+// from `e` without building its request. The cache's fast path
+// (Controller::CachedRequest).
+bool SameParameters(const TensorEntry& e, const proto::Request& r);
+
 // `wire` as the data plane's Response, into `out`, overwriting every field (and
 // reusing the capacity of its vectors and strings).
 void FromWire(const proto::Response& wire, Response* out);

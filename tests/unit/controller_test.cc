@@ -632,6 +632,46 @@ TEST(ControllerTest, AStepsPlanSurvivesTheCyclesBetweenSteps) {
   }
 }
 
+// The runtime's fast path: a request the cache holds, sent as its bit before the
+// cycle (CachedRequest, then SendAsCacheBit) instead of in the list, runs exactly as
+// if it had been in the list; while its bit is pending the fast path is closed to
+// it, and a name the cache does not hold never has it.
+TEST(ControllerTest, ARequestSentAsItsCacheBitBeforeTheCycleRunsAsIfItWereListed) {
+  FakeJob job(2, Options());
+  job.Cycle(Everyone(2, "t", 3).lists, At(0));  // negotiated in full, cached
+  uint32_t index = 0;
+  EXPECT_EQ(job.controller(0).CachedRequest("new", &index), nullptr);
+  for (int step = 0; step < 3; ++step) {
+    // Rank 0 sends t0 and t2 by the fast path, t1 in its list; rank 1 lists all three.
+    Lists lists(2);
+    lists.Add(0, Allreduce("t1", 4));
+    for (const char* name : {"t0", "t2"}) {
+      const proto::Request* cached = job.controller(0).CachedRequest(name, &index);
+      ASSERT_NE(cached, nullptr) << name;
+      EXPECT_EQ(cached->name(), name);
+      EXPECT_TRUE(ResponseCache::SameParameters(*cached, Allreduce(name, 4))) << name;
+      job.controller(0).SendAsCacheBit(index);
+      EXPECT_EQ(job.controller(0).CachedRequest(name, &index), nullptr) << name << " is pending";
+    }
+    for (int i = 0; i < 3; ++i) lists.Add(1, Allreduce("t" + std::to_string(i), 4));
+    proto::ResponseList out = job.Cycle(lists.lists, At(1 + step));
+    ASSERT_EQ(out.responses_size(), 1) << step;
+    EXPECT_THAT(NamesOf(out.responses(0)), ElementsAre("t0", "t1", "t2")) << step;
+    EXPECT_NE(job.controller(0).CachedRequest("t0", &index), nullptr) << "t0 ran";
+    EXPECT_FALSE(job.controller(0).waiting_on_others());
+  }
+  // Sent by the fast path only on rank 0: it waits for rank 1, then runs.
+  ASSERT_NE(job.controller(0).CachedRequest("t0", &index), nullptr);
+  job.controller(0).SendAsCacheBit(index);
+  EXPECT_EQ(job.Cycle(Lists(2).lists, At(10)).responses_size(), 0);
+  EXPECT_TRUE(job.controller(0).waiting_on_others());
+  proto::ResponseList out = job.Cycle(Lists(2).Add(1, Allreduce("t0", 4)).lists, At(11));
+  ASSERT_EQ(out.responses_size(), 1);
+  EXPECT_THAT(NamesOf(out.responses(0)), ElementsAre("t0"));
+  EXPECT_EQ(job.controller(0).stats().cache_bits, 3 * 3 + 1);
+  EXPECT_EQ(job.controller(0).stats().full_requests, 3);
+}
+
 TEST(ControllerTest, ACacheSmallerThanTheStepWarnsOnceFromTheCoordinatorWithASize) {
   LogCapture log;
   const ControllerOptions o = CacheOptions(8, log);

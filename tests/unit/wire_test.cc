@@ -3,8 +3,15 @@
 // reused destination held before surviving.
 #include "runtime/wire.h"
 
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "controller/response_cache.h"
 
 namespace hvd {
 namespace {
@@ -48,6 +55,64 @@ TEST(WireTest, ToRequestCarriesEveryField) {
   EXPECT_THAT(r.splits(), ElementsAre(4, 2));
   EXPECT_EQ(r.group_id(), 77);
   EXPECT_EQ(r.group_size(), 3);
+}
+
+// The cache's fast path compares an entry with a cached request without building
+// the entry's request: it must agree with comparing the built request, field by
+// field, both for the fields that make a different collective and for those that
+// do not (the name, which the lookup matched, the group id, the buffers).
+TEST(WireTest, SameParametersAsTheBuiltRequestForEveryField) {
+  TensorEntry base;
+  base.name = "layer/w";
+  base.type = OpType::kAllreduce;
+  base.dtype = DataType::kFloat32;
+  base.reduce_op = ReduceOp::kSum;
+  base.shape = {6, 2};
+  base.prescale_factor = 0.5;
+  base.postscale_factor = 3.0;
+  base.root_rank = 1;
+  base.device = -1;
+  base.splits = {4, 2};
+  base.group_id = 7;
+  base.group_size = 2;
+  proto::Request cached;
+  ToRequest(base, 0, &cached);
+  const std::vector<std::pair<std::string, std::function<void(TensorEntry*)>>> differ = {
+      {"type", [](TensorEntry* e) { e->type = OpType::kBroadcast; }},
+      {"dtype", [](TensorEntry* e) { e->dtype = DataType::kFloat64; }},
+      {"reduce_op", [](TensorEntry* e) { e->reduce_op = ReduceOp::kMax; }},
+      {"a dimension", [](TensorEntry* e) { e->shape = {6, 3}; }},
+      {"the rank of the shape", [](TensorEntry* e) { e->shape = {6, 2, 1}; }},
+      {"a scalar's shape", [](TensorEntry* e) { e->shape = {}; }},
+      {"prescale", [](TensorEntry* e) { e->prescale_factor = 0.25; }},
+      {"postscale", [](TensorEntry* e) { e->postscale_factor = 1.0; }},
+      {"root_rank", [](TensorEntry* e) { e->root_rank = 0; }},
+      {"device", [](TensorEntry* e) { e->device = 0; }},
+      {"a split", [](TensorEntry* e) { e->splits = {3, 3}; }},
+      {"the number of splits", [](TensorEntry* e) { e->splits = {4, 2, 0}; }},
+      {"group_size", [](TensorEntry* e) { e->group_size = 3; }},
+  };
+  const std::vector<std::pair<std::string, std::function<void(TensorEntry*)>>> same = {
+      {"nothing", [](TensorEntry*) {}},
+      {"name", [](TensorEntry* e) { e->name = "other"; }},
+      {"group_id", [](TensorEntry* e) { e->group_id = 8; }},
+      {"buffers and stream", [](TensorEntry* e) {
+         static float buf[12];
+         e->input = buf;
+         e->output = buf;
+         e->stream = buf;
+       }},
+  };
+  for (bool want : {false, true}) {
+    for (const auto& [field, change] : want ? same : differ) {
+      TensorEntry e = base;
+      change(&e);
+      proto::Request built;
+      ToRequest(e, 1, &built);
+      EXPECT_EQ(ResponseCache::SameParameters(built, cached), want) << field;
+      EXPECT_EQ(SameParameters(e, cached), want) << field;
+    }
+  }
 }
 
 TEST(WireTest, FromWireCarriesEveryFieldIntoAReusedResponse) {
