@@ -5,6 +5,7 @@
 #include <functional>
 #include <sstream>
 
+#include "controller/response_cache.h"
 #include "runtime/common/status.h"
 #include "runtime/common/types.h"
 
@@ -83,6 +84,25 @@ proto::ResponseType ResponseTypeFor(proto::RequestType t) {
 std::string CheckAgreement(const std::string& name, const std::vector<proto::Request>& requests) {
   HVD_CHECK(!requests.empty());
   const auto type = requests[0].type();
+  // Identical requests agree on every check below (each compares the ranks'
+  // values): the common case, decided without formatting any value (a step's
+  // first negotiation of 1000 tensors spent ~20,000 instructions a tensor here).
+  switch (type) {
+    case proto::ALLREDUCE:
+    case proto::ALLGATHER:
+    case proto::BROADCAST:
+    case proto::ALLTOALL:
+    case proto::REDUCESCATTER:
+    case proto::BARRIER:
+    case proto::JOIN:
+      if (std::all_of(requests.begin() + 1, requests.end(), [&](const proto::Request& r) {
+            return ResponseCache::SameParameters(r, requests[0]);
+          }))
+        return "";
+      break;
+    default:
+      break;
+  }
   const std::string prefix =
       "tensor '" + name + "' (" + OpTypeName(static_cast<OpType>(type)) + "): ";
   std::string d = Differ("collective", requests, [](const proto::Request& r) {
