@@ -38,7 +38,7 @@ void ToRequest(const TensorEntry& e, int rank, proto::Request* r) {
 }
 
 bool SameParameters(const TensorEntry& e, const proto::Request& r) {
-  auto same = [](const std::vector<int64_t>& v, const auto& repeated) {
+  auto same = [](const auto& v, const auto& repeated) {
     if (static_cast<int>(v.size()) != repeated.size()) return false;
     for (int i = 0; i < repeated.size(); ++i)
       if (v[i] != repeated.Get(i)) return false;

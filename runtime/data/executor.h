@@ -69,8 +69,8 @@ struct ScatterLayout {
 };
 
 // `shape` with its first dimension replaced by d0 (a scalar becomes {d0}).
-inline std::vector<int64_t> WithFirstDim(const std::vector<int64_t>& shape, int64_t d0) {
-  std::vector<int64_t> out = shape.empty() ? std::vector<int64_t>{0} : shape;
+inline std::vector<int64_t> WithFirstDim(const Dims& shape, int64_t d0) {
+  std::vector<int64_t> out = shape.empty() ? std::vector<int64_t>{0} : std::vector<int64_t>(shape);
   out[0] = d0;
   return out;
 }

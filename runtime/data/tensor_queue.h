@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/common/dims.h"
 #include "runtime/common/status.h"
 #include "runtime/common/types.h"
 #include "runtime/data/work.h"
@@ -31,7 +32,7 @@ struct TensorEntry {
   const void* input = nullptr;
   void* output = nullptr;
   // Full shape; an allreduce of `count` elements has shape {count}.
-  std::vector<int64_t> shape;
+  Dims shape;
   double prescale_factor = 1.0;
   double postscale_factor = 1.0;
   int root_rank = 0;
