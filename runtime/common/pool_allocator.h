@@ -14,6 +14,9 @@
 // when the thread exits; a block freed after that (a thread_local's destructor
 // dropping the last reference) goes to operator delete.
 //
+// Under AddressSanitizer nothing is pooled (a block reused could hide a use after
+// free from it): kPooling is false and every call goes to operator new and delete.
+//
 // Use with std::allocate_shared, which rebinds it to its control block's type.
 #ifndef HVD_RUNTIME_COMMON_POOL_ALLOCATOR_H_
 #define HVD_RUNTIME_COMMON_POOL_ALLOCATOR_H_
@@ -21,7 +24,21 @@
 #include <cstddef>
 #include <new>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define HVD_POOL_ALLOCATOR_POOLS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HVD_POOL_ALLOCATOR_POOLS 0
+#endif
+#endif
+#ifndef HVD_POOL_ALLOCATOR_POOLS
+#define HVD_POOL_ALLOCATOR_POOLS 1
+#endif
+
 namespace hvd {
+
+// Whether PoolAllocator pools (not under AddressSanitizer).
+inline constexpr bool kPooling = HVD_POOL_ALLOCATOR_POOLS != 0;
 
 template <typename T>
 class PoolAllocator {
@@ -35,7 +52,7 @@ class PoolAllocator {
   PoolAllocator(const PoolAllocator<U>&) noexcept {}
 
   T* allocate(size_t n) {
-    if (n == 1 && !gone_) {
+    if (kPooling && n == 1 && !gone_) {
       FreeList& list = List();
       if (list.head != nullptr) {
         Block* b = list.head;
@@ -48,7 +65,7 @@ class PoolAllocator {
   }
 
   void deallocate(T* p, size_t n) noexcept {
-    if (n == 1 && !gone_) {
+    if (kPooling && n == 1 && !gone_) {
       FreeList& list = List();
       if (list.count < kMaxBlocks) {
         Block* b = reinterpret_cast<Block*>(p);
