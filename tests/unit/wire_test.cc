@@ -18,7 +18,8 @@ namespace {
 
 using ::testing::ElementsAre;
 
-TEST(WireTest, ToRequestCarriesEveryField) {
+// An entry with every field away from its default.
+TensorEntry FullEntry() {
   TensorEntry e;
   e.name = "layer/w";
   e.type = OpType::kAlltoall;
@@ -32,6 +33,11 @@ TEST(WireTest, ToRequestCarriesEveryField) {
   e.splits = {4, 2};
   e.group_id = 77;
   e.group_size = 3;
+  return e;
+}
+
+TEST(WireTest, ToRequestCarriesEveryField) {
+  const TensorEntry e = FullEntry();
   // Into a request that held another tensor's (as the runtime's reused ones do):
   // nothing of the old one may survive.
   proto::Request r;
@@ -62,40 +68,28 @@ TEST(WireTest, ToRequestCarriesEveryField) {
 // field, both for the fields that make a different collective and for those that
 // do not (the name, which the lookup matched, the group id, the buffers).
 TEST(WireTest, SameParametersAsTheBuiltRequestForEveryField) {
-  TensorEntry base;
-  base.name = "layer/w";
-  base.type = OpType::kAllreduce;
-  base.dtype = DataType::kFloat32;
-  base.reduce_op = ReduceOp::kSum;
-  base.shape = {6, 2};
-  base.prescale_factor = 0.5;
-  base.postscale_factor = 3.0;
-  base.root_rank = 1;
-  base.device = -1;
-  base.splits = {4, 2};
-  base.group_id = 7;
-  base.group_size = 2;
+  const TensorEntry base = FullEntry();
   proto::Request cached;
   ToRequest(base, 0, &cached);
   const std::vector<std::pair<std::string, std::function<void(TensorEntry*)>>> differ = {
       {"type", [](TensorEntry* e) { e->type = OpType::kBroadcast; }},
       {"dtype", [](TensorEntry* e) { e->dtype = DataType::kFloat64; }},
-      {"reduce_op", [](TensorEntry* e) { e->reduce_op = ReduceOp::kMax; }},
+      {"reduce_op", [](TensorEntry* e) { e->reduce_op = ReduceOp::kMin; }},
       {"a dimension", [](TensorEntry* e) { e->shape = {6, 3}; }},
       {"the rank of the shape", [](TensorEntry* e) { e->shape = {6, 2, 1}; }},
       {"a scalar's shape", [](TensorEntry* e) { e->shape = {}; }},
       {"prescale", [](TensorEntry* e) { e->prescale_factor = 0.25; }},
       {"postscale", [](TensorEntry* e) { e->postscale_factor = 1.0; }},
       {"root_rank", [](TensorEntry* e) { e->root_rank = 0; }},
-      {"device", [](TensorEntry* e) { e->device = 0; }},
+      {"device", [](TensorEntry* e) { e->device = -1; }},
       {"a split", [](TensorEntry* e) { e->splits = {3, 3}; }},
       {"the number of splits", [](TensorEntry* e) { e->splits = {4, 2, 0}; }},
-      {"group_size", [](TensorEntry* e) { e->group_size = 3; }},
+      {"group_size", [](TensorEntry* e) { e->group_size = 4; }},
   };
   const std::vector<std::pair<std::string, std::function<void(TensorEntry*)>>> same = {
       {"nothing", [](TensorEntry*) {}},
       {"name", [](TensorEntry* e) { e->name = "other"; }},
-      {"group_id", [](TensorEntry* e) { e->group_id = 8; }},
+      {"group_id", [](TensorEntry* e) { e->group_id = 78; }},
       {"buffers and stream", [](TensorEntry* e) {
          static float buf[12];
          e->input = buf;
