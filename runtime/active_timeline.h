@@ -7,8 +7,9 @@
 // one of its pooled locks for it) behind a plain atomic flag, so that without a
 // timeline it costs one load: the loop and the controller's hooks call it per
 // event (a cached step's 1000 tensors, every step) and keep the copy they get
-// for that event. A Start or Stop meanwhile may be seen an event late. A Stop meanwhile closes the file at once; the Timeline drops
-// events recorded after its Close, and later events find no timeline.
+// for that event; a Start meanwhile may be seen an event late. A Stop meanwhile
+// closes the file at once; the Timeline drops events recorded after its Close,
+// and later events find no timeline.
 #ifndef HVD_RUNTIME_ACTIVE_TIMELINE_H_
 #define HVD_RUNTIME_ACTIVE_TIMELINE_H_
 

@@ -1,6 +1,7 @@
 // The all-reduce entry points: the plain ones, the extended one that takes a
-// versioned hvd_allreduce_args_t, and the grouped ones. Each reads its arguments into
-// a CollectiveArgs and submits it (enqueue.cc).
+// versioned hvd_allreduce_args_t, and the grouped ones. A grouped call reads its
+// arguments into a CollectiveArgs and submits it (enqueue.cc); a single all-reduce
+// makes its entry directly (AllreduceOne).
 //
 // hvd_allreduce_args_t versions (hvd.h): the caller's struct_size says which header
 // it was built with. A smaller struct (an earlier header) gets this library's

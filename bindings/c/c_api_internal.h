@@ -13,7 +13,9 @@
 // what must be checked before a pointer is read (a NULL name, array or out-parameter;
 // an ndim, n or nsplits that sizes a read), fills a CollectiveArgs, and Submit builds the
 // entries and enqueues them; the runtime's ValidateEntry (runtime/data/validate.h)
-// checks everything else, with the messages docs/c_api_errors.md quotes.
+// checks everything else, with the messages docs/c_api_errors.md quotes. The one
+// exception is a single all-reduce (allreduce.cc's AllreduceOne, a step's call per
+// gradient): it makes its entry straight from its args, with the same checks.
 #ifndef HVD_BINDINGS_C_C_API_INTERNAL_H_
 #define HVD_BINDINGS_C_C_API_INTERNAL_H_
 

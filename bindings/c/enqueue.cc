@@ -1,4 +1,6 @@
-// Submit: the one path from every collective entry point to the runtime.
+// Submit: the path from every collective entry point to the runtime, but one
+// (a single all-reduce, allreduce.cc's AllreduceOne, which makes its entry
+// directly with the same checks).
 //
 // An entry point reads its C arguments into a CollectiveArgs, checking only what
 // must be checked before a pointer is read (c_api_internal.h). Submit turns each

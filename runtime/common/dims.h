@@ -4,7 +4,7 @@
 // std::vector each cost an allocation on enqueue and a free when its queue node was
 // reused (~150 instructions a tensor at 1000 x 4 KiB, callgrind). Shapes of more
 // than kInline dimensions go to the heap. Reads like a std::vector<int64_t>
-// (iteration, size, indexing, assign) and converts to and from one.
+// (iteration, size, indexing, assign from a range) and converts to and from one.
 #ifndef HVD_RUNTIME_COMMON_DIMS_H_
 #define HVD_RUNTIME_COMMON_DIMS_H_
 
@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <initializer_list>
 #include <iterator>
-#include <type_traits>
 #include <vector>
 
 namespace hvd {
@@ -38,18 +37,13 @@ class Dims {
     return *this;
   }
 
-  template <typename It, typename = std::enable_if_t<!std::is_integral<It>::value>>
+  template <typename It>
   void assign(It first, It last) {
     const size_t n = static_cast<size_t>(std::distance(first, last));
     int64_t* out = Reserve(n);
     for (size_t i = 0; i < n; ++i, ++first) out[i] = static_cast<int64_t>(*first);
     size_ = n;
   }
-  void assign(size_t n, int64_t value) {
-    std::fill_n(Reserve(n), n, value);
-    size_ = n;
-  }
-  void clear() { size_ = 0; }
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
@@ -71,8 +65,13 @@ class Dims {
 
  private:
   // Room for n dimensions (the inline array, or the heap's), contents unspecified.
+  // heap_ holds elements only while it is in use, so a copy of an inline Dims
+  // copies no heap.
   int64_t* Reserve(size_t n) {
-    if (n <= kInline) return inline_;
+    if (n <= kInline) {
+      heap_.clear();
+      return inline_;
+    }
     heap_.resize(n);
     return heap_.data();
   }
