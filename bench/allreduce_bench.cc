@@ -53,8 +53,8 @@
 #include "bench/harness.h"
 #include "bench/workloads.h"
 #include "bindings/c/hvd.h"
-#include "controller/store/store.h"
-#include "controller/store/tcp_store.h"
+#include "runtime/store/store.h"
+#include "runtime/store/tcp_store.h"
 #include "runtime/transport/gloo/gloo_backend.h"
 
 namespace hvd {

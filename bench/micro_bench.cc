@@ -31,15 +31,15 @@
 #include <vector>
 
 #include "bench/workloads.h"
-#include "runtime/common/control_channel.h"
 #include "controller/controller.h"
 #include "controller/fusion_planner.h"
 #include "controller/messages.pb.h"
 #include "controller/negotiation.h"
 #include "controller/response_cache.h"
 #include "controller/straggler.h"
-#include "runtime/kernels/reduce_kernels.h"
+#include "runtime/common/control_channel.h"
 #include "runtime/common/types.h"
+#include "runtime/kernels/reduce_kernels.h"
 
 namespace hvd {
 namespace {

@@ -24,12 +24,12 @@
 #include <vector>
 
 #include "controller/autotuner.h"
-#include "runtime/common/control_channel.h"
 #include "controller/messages.pb.h"
-#include "runtime/common/types.h"
 #include "controller/negotiation.h"
 #include "controller/response_cache.h"
+#include "runtime/common/control_channel.h"
 #include "runtime/common/status.h"
+#include "runtime/common/types.h"
 
 namespace hvd {
 

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <thread>
 
-#include "controller/store/store.h"
 #include "runtime/kernels/reduce_kernels.h"
+#include "runtime/store/store.h"
 
 namespace hvd {
 namespace testing {

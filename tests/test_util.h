@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "controller/loop/runtime.h"
 #include "runtime/common/options.h"
 #include "runtime/data/work.h"
-#include "runtime/runtime.h"
 #include "tests/job_runner.h"  // RunCommand, for the tests that run a command.
 
 namespace hvd {

@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "bindings/c/hvd.h"
-#include "runtime/bootstrap.h"
-#include "runtime/runtime.h"
+#include "controller/loop/bootstrap.h"
+#include "controller/loop/runtime.h"
 
 namespace hvd {
 namespace capi {

@@ -5,7 +5,7 @@
 // States: never initialized -> running (hvd_init) -> shut down (hvd_shutdown) ->
 // running (hvd_init again), under Instance::mu. Calls that need a runtime get it from
 // Current, which says kNotInitialized or kShutDown otherwise. hvd_init is a call to
-// the instance's Bootstrap (runtime/bootstrap.h), which reads the environment.
+// the instance's Bootstrap (controller/loop/bootstrap.h), which reads the environment.
 #include <algorithm>
 #include <cstring>
 #include <memory>

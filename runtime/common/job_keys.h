@@ -1,7 +1,7 @@
 // JobKeys: every store key that more than one process (or more than one file) must
 // spell alike, in one place.
 //
-// A job's store (controller/store/store.h) is shared by dprun and every rank. Its keys
+// A job's store (runtime/store/store.h) is shared by dprun and every rank. Its keys
 // live in scopes:
 //
 //   the launcher's view, as dprun sees the store (no prefix):
@@ -16,7 +16,7 @@
 //   hvd_init's ranks exchange, so a later hvd_init in the same job never reads an
 //   earlier one's keys:
 //     hvd_launch/local_rank/<rank>, hvd_launch/local_ranks   cross ranks worked out
-//                            from the launcher's local ranks (runtime/launch_env.h)
+//                            from the launcher's local ranks (controller/loop/launch_env.h)
 //     host/<rank>            where each rank runs (runtime/transport/host_plane.h)
 //     alive/<rank>           each rank's heartbeat counter
 //     abort/count, abort/reason   the first failure, agreed by every rank

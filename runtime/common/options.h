@@ -31,7 +31,7 @@ struct RuntimeOptions {
   std::string store_addr;     // HVD_STORE_ADDR "host:port"; empty: no store (size must be 1)
   std::string store_secret;   // HVD_STORE_SECRET
   std::string job_id;         // HVD_JOB_ID, a key prefix so jobs sharing a store never collide
-  // Elastic jobs (dprun --min-np; runtime/bootstrap.h): this worker's id, set by dprun
+  // Elastic jobs (dprun --min-np; controller/loop/bootstrap.h): this worker's id, set by dprun
   // (empty: not elastic), and how long hvd_init waits for dprun's next generation.
   std::string elastic_id;                            // HVD_ELASTIC_ID
   std::chrono::milliseconds elastic_timeout{600000};  // HVD_ELASTIC_TIMEOUT (s)

@@ -23,8 +23,8 @@
 #include <mutex>
 #include <string>
 
-#include "controller/store/store.h"
 #include "runtime/common/status.h"
+#include "runtime/store/store.h"
 
 namespace hvd {
 namespace cuda {

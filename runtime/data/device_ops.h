@@ -29,12 +29,12 @@
 #include <string>
 #include <vector>
 
-#include "runtime/data/device_phases.h"
-#include "runtime/data/response.h"
-#include "controller/store/store.h"
 #include "runtime/common/backend.h"
 #include "runtime/common/status.h"
+#include "runtime/data/device_phases.h"
+#include "runtime/data/response.h"
 #include "runtime/data/tensor_queue.h"
+#include "runtime/store/store.h"
 
 namespace hvd {
 

@@ -26,9 +26,9 @@
 #include <functional>
 #include <vector>
 
-#include "runtime/data/response.h"
 #include "runtime/common/backend.h"
 #include "runtime/data/device_ops.h"
+#include "runtime/data/response.h"
 #include "runtime/data/tensor_queue.h"
 
 namespace hvd {

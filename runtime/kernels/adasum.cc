@@ -11,8 +11,8 @@
 
 #include <string>
 
-#include "runtime/kernels/reduce_kernels.h"
 #include "runtime/common/status.h"
+#include "runtime/kernels/reduce_kernels.h"
 
 namespace hvd {
 namespace {

@@ -25,9 +25,9 @@
 #include <gloo/context.h>
 #include <gloo/transport/device.h>
 
-#include "runtime/common/control_channel.h"
-#include "controller/store/store.h"
 #include "runtime/common/backend.h"
+#include "runtime/common/control_channel.h"
+#include "runtime/store/store.h"
 #include "runtime/transport/hierarchy_choice.h"
 
 namespace hvd {

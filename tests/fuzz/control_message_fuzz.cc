@@ -40,11 +40,11 @@
 #include <gloo/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
-#include "runtime/transport/gloo/gloo_control_channel.h"
 #include "controller/controller.h"
 #include "controller/messages.pb.h"
-#include "controller/store/store.h"
+#include "runtime/store/store.h"
 #include "runtime/transport/gloo/gloo_backend.h"
+#include "runtime/transport/gloo/gloo_control_channel.h"
 
 namespace {
 

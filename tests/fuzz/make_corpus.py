@@ -5,7 +5,7 @@ Each seed is a valid input in the layout its fuzz target's header describes, so 
 fuzzers start from messages that reach deep into the code: authenticated store
 requests of every op, and request lists that negotiate, hit the response cache, join,
 shut down and mismatch. The protobuf encoding is written out by hand (field numbers
-from controller/store/store.proto and controller/messages.proto) so no protobuf module is
+from runtime/store/store.proto and controller/messages.proto) so no protobuf module is
 needed.
 """
 import os
@@ -52,7 +52,7 @@ def f_packed(field, values):
     return key(field, 2) + varint(len(body)) + body
 
 
-# ---- controller/store/store.proto ----
+# ---- runtime/store/store.proto ----
 AUTH, SET, GET, ADD, WAIT, DELETE = 1, 2, 3, 4, 5, 6
 SECRET = "fuzz-secret"  # store_protocol_fuzz.cc's kSecret
 

@@ -1,5 +1,5 @@
 // Fuzzes the TcpStoreServer's request handling: framing, parsing, authentication
-// and dispatch (controller/store/tcp_store_server.cc), over a real loopback connection.
+// and dispatch (runtime/store/tcp_store_server.cc), over a real loopback connection.
 //
 // The server offers no socket-free entry point, so each input gets a fresh server
 // (so a crash reproduces from that one input) and one client connection that sends
@@ -31,8 +31,8 @@
 #include <memory>
 #include <string>
 
-#include "controller/store/store.pb.h"
-#include "controller/store/tcp_store.h"
+#include "runtime/store/store.pb.h"
+#include "runtime/store/tcp_store.h"
 
 namespace {
 

@@ -10,10 +10,10 @@
 #include <cstring>
 #include <thread>
 
-#include "controller/store/store.h"
 #include "runtime/cuda/cuda_util.h"
 #include "runtime/cuda/finalizer.h"
 #include "runtime/cuda/nccl_comm.h"
+#include "runtime/store/store.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace hvd {

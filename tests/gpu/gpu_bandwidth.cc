@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "controller/store/store.h"
-#include "runtime/runtime.h"
+#include "controller/loop/runtime.h"
+#include "runtime/store/store.h"
 
 namespace hvd {
 namespace {

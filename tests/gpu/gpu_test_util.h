@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/runtime.h"
+#include "controller/loop/runtime.h"
 #include "tests/test_util.h"
 
 namespace hvd {

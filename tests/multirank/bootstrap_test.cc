@@ -1,8 +1,8 @@
-// Bootstrap (runtime/bootstrap.h) boots real runtimes from an environment given as a
+// Bootstrap (controller/loop/bootstrap.h) boots real runtimes from an environment given as a
 // map, without the C API: a job of one, two ranks as threads over a TCP store that
 // the test serves (as dprun does), and two torchrun-style ranks where rank 0 serves
 // the store and keeps it across a shutdown and a second start.
-#include "runtime/bootstrap.h"
+#include "controller/loop/bootstrap.h"
 
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include "controller/store/tcp_store.h"
+#include "controller/loop/runtime.h"
 #include "runtime/common/job_keys.h"
-#include "runtime/runtime.h"
+#include "runtime/store/tcp_store.h"
 #include "tests/test_util.h"
 
 namespace hvd {

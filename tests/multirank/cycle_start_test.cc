@@ -1,5 +1,5 @@
 // When a negotiation cycle starts: on the cycle-time cadence, or early for new
-// work (runtime/loop_pacer.h, used by Runtime::Loop). The cycle times here are far longer
+// work (controller/loop/loop_pacer.h, used by Runtime::Loop). The cycle times here are far longer
 // than the waits, so a collective completes within a wait only if its cycle
 // started early; the margins are seconds against the milliseconds it takes.
 #include <gmock/gmock.h>

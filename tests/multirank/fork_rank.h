@@ -21,8 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "controller/store/store.h"
-#include "controller/store/tcp_store.h"
+#include "runtime/store/store.h"
+#include "runtime/store/tcp_store.h"
 
 namespace hvd {
 namespace testing {

@@ -10,7 +10,7 @@
 #include <chrono>
 #include <thread>
 
-#include "controller/store/store.h"
+#include "runtime/store/store.h"
 #include "runtime/transport/gloo/gloo_backend.h"
 
 namespace hvd {

@@ -16,8 +16,8 @@
 #include <random>
 #include <thread>
 
-#include "controller/store/store.h"
 #include "runtime/kernels/reduce_kernels.h"
+#include "runtime/store/store.h"
 #include "tests/test_util.h"
 
 namespace hvd {

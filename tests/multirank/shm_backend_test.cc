@@ -22,9 +22,9 @@
 #include <sstream>
 #include <thread>
 
-#include "controller/store/store.h"
-#include "runtime/transport/gloo/gloo_backend.h"
 #include "runtime/kernels/reduce_kernels.h"
+#include "runtime/store/store.h"
+#include "runtime/transport/gloo/gloo_backend.h"
 #include "tests/multirank/fork_rank.h"
 #include "tests/test_util.h"
 

@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "controller/store/tcp_store.h"
 #include "runtime/common/cpu_binding.h"
+#include "runtime/store/tcp_store.h"
 #include "tests/job_runner.h"
 
 namespace hvd {

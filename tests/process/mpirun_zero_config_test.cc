@@ -1,6 +1,6 @@
 // `mpirun -np 2 prog` with no dprun variable at all (no HVD_STORE_PORT, no
 // HVD_STORE_ADDR): the store's port comes from Open MPI's job id
-// (runtime/launch_env.h). A C program over the C API, and a Python program over
+// (controller/loop/launch_env.h). A C program over the C API, and a Python program over
 // hvd.torch, each in a network namespace with only loopback when the machine
 // allows it, else with Open MPI's transports pinned to lo.
 #include <gmock/gmock.h>

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <thread>
 
-#include "controller/launcher/remote_spawner.h"
+#include "launcher/remote_spawner.h"
 #include "tests/job_runner.h"
 
 namespace hvd {

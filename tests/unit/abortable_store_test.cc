@@ -1,4 +1,4 @@
-// NewAbortableStore (controller/store/store.h): waits that end when the launcher records
+// NewAbortableStore (runtime/store/store.h): waits that end when the launcher records
 // why the job failed, and otherwise behave like the store they wrap.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <string>
 #include <thread>
 
-#include "controller/store/store.h"
+#include "runtime/store/store.h"
 
 namespace hvd {
 namespace {

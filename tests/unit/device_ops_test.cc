@@ -3,9 +3,9 @@
 // HVD_GPU_OPERATIONS. Runs in every build and needs no GPU.
 #include <gtest/gtest.h>
 
+#include "runtime/common/options.h"
 #include "runtime/data/device_ops.h"
 #include "runtime/data/executor.h"
-#include "runtime/common/options.h"
 #include "tests/test_util.h"
 
 namespace hvd {

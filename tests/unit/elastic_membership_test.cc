@@ -1,11 +1,11 @@
-// ElasticMembership and ParseDiscoveryOutput (controller/launcher): who is in each
+// ElasticMembership and ParseDiscoveryOutput (launcher): who is in each
 // generation of an elastic job, and the discovery script's output.
-#include "controller/launcher/elastic_membership.h"
+#include "launcher/elastic_membership.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "controller/launcher/host_discovery.h"
+#include "launcher/host_discovery.h"
 
 namespace hvd {
 namespace launcher {

@@ -1,5 +1,5 @@
 // DescribeExit, ExitCodeOf and SignalName: pure functions of a waitpid status.
-#include "controller/launcher/exit_status.h"
+#include "launcher/exit_status.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -1,5 +1,5 @@
 // FailureDiagnosis: the cause every rank reports, found through an in-memory store.
-#include "runtime/failure_diagnosis.h"
+#include "controller/loop/failure_diagnosis.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

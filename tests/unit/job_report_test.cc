@@ -1,6 +1,6 @@
 // Reporter, the start timeout's verdict and the straggler report, over a pipe and an
 // in-memory store.
-#include "controller/launcher/job_report.h"
+#include "launcher/job_report.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // The pure parts of SetUpJob: the variables of dprun's own flags, and the random hex
 // of the job's secret and id.
-#include "controller/launcher/job_setup.h"
+#include "launcher/job_setup.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // DetectLaunchEnv over injected environments: Open MPI, Slurm and torchrun variable
 // sets, the store rule, and the errors that name the variable.
-#include "runtime/launch_env.h"
-#include "runtime/bootstrap.h"
-#include "controller/store/net_address.h"
+#include "controller/loop/bootstrap.h"
+#include "controller/loop/launch_env.h"
+#include "runtime/store/net_address.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // dprun's flags, parsed without running anything.
-#include "controller/launcher/launcher_options.h"
+#include "launcher/launcher_options.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

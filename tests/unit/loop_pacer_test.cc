@@ -1,7 +1,7 @@
-// LoopPacer: each rule of when the next cycle starts (runtime/loop_pacer.h), on a
+// LoopPacer: each rule of when the next cycle starts (controller/loop/loop_pacer.h), on a
 // fake clock that only moves when a test moves it. The cycle time is 10 ms, so
 // the quiet tenth is 1 ms.
-#include "runtime/loop_pacer.h"
+#include "controller/loop/loop_pacer.h"
 
 #include <gtest/gtest.h>
 

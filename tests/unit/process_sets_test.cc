@@ -1,6 +1,6 @@
 // ProcessSets: the registry of process sets, without a network (communicators
 // here are bare structs that never connect).
-#include "runtime/process_sets.h"
+#include "controller/loop/process_sets.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // RankOutput relays a rank's pipe as prefixed lines and strips the remote start marker;
 // here over local pipes, with no rank.
-#include "controller/launcher/rank_output.h"
+#include "launcher/rank_output.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <regex>
 #include <string>
 
-#include "controller/launcher/remote_spawner.h"
+#include "launcher/remote_spawner.h"
 
 namespace hvd {
 namespace launcher {

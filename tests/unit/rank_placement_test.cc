@@ -1,12 +1,12 @@
 // PlaceRanks, the host-list parsers and the forwarded environment: pure functions.
-#include "controller/launcher/rank_placement.h"
+#include "launcher/rank_placement.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "controller/launcher/host_list.h"
+#include "launcher/host_list.h"
 
 namespace hvd {
 namespace launcher {

@@ -1,5 +1,5 @@
 // RankProcess's name and RanksToSpawn's pacing of ssh logins: no process is started.
-#include "controller/launcher/rank_process.h"
+#include "launcher/rank_process.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-// The hvd::Store contract (controller/store/store.h), run against every implementation:
+// The hvd::Store contract (runtime/store/store.h), run against every implementation:
 // InMemoryStore, a PrefixStore over one, TcpStoreClient <-> TcpStoreServer on
 // 127.0.0.1, the server's LocalStore(), and local and remote handles mixed on one
 // key space (what dprun and its ranks do).
 //
-// Every store keeps its keys in one KeySpace (controller/store/key_space.h); the cases
+// Every store keeps its keys in one KeySpace (runtime/store/key_space.h); the cases
 // on Add's parsing and overflow, NUL bytes, the empty key, Delete and huge or negative
 // timeouts are the ones on which the in-memory store once drifted from the TCP server.
 #include <gtest/gtest.h>
@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "controller/store/store.h"
-#include "controller/store/tcp_store.h"
+#include "runtime/store/store.h"
+#include "runtime/store/tcp_store.h"
 
 namespace hvd {
 namespace {

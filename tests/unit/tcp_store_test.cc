@@ -1,7 +1,7 @@
 // TcpStoreServer under hostile and broken clients, and TcpStoreClient's failure modes.
 // Everything listens and connects on 127.0.0.1 only. After each abuse the server must
 // still serve a good client.
-#include "controller/store/tcp_store.h"
+#include "runtime/store/tcp_store.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "controller/store/store.pb.h"
+#include "runtime/store/store.pb.h"
 
 namespace hvd {
 namespace {

@@ -1,5 +1,5 @@
 // Teardown: the cause of a job's end and the timing of its signals, over a fake clock.
-#include "controller/launcher/teardown.h"
+#include "launcher/teardown.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

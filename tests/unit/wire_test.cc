@@ -1,7 +1,7 @@
-// runtime/wire.h: a queued entry becomes its request, and an agreed response the
+// controller/loop/wire.h: a queued entry becomes its request, and an agreed response the
 // plain Response the data plane runs, every field carried and nothing of what the
 // reused destination held before surviving.
-#include "runtime/wire.h"
+#include "controller/loop/wire.h"
 
 #include <functional>
 #include <string>

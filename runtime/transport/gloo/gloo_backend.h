@@ -20,8 +20,8 @@
 #include <gloo/context.h>
 #include <gloo/transport/device.h>
 
-#include "controller/store/store.h"
 #include "runtime/common/backend.h"
+#include "runtime/store/store.h"
 #include "runtime/transport/gloo/piece_ring.h"
 
 namespace hvd {

@@ -10,7 +10,7 @@
 
 #include <gloo/rendezvous/store.h>
 
-#include "controller/store/store.h"
+#include "runtime/store/store.h"
 
 namespace hvd {
 

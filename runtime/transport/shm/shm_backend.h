@@ -28,8 +28,8 @@
 #include <memory>
 #include <string>
 
-#include "controller/store/store.h"
 #include "runtime/common/backend.h"
+#include "runtime/store/store.h"
 #include "runtime/transport/shm/shm_segment.h"
 
 namespace hvd {

@@ -17,8 +17,8 @@
 #include <string>
 
 #include "runtime/common/control_channel.h"
-#include "controller/store/store.h"
 #include "runtime/common/status.h"
+#include "runtime/store/store.h"
 #include "runtime/transport/shm/shm_segment.h"
 
 namespace hvd {

@@ -51,8 +51,8 @@
 
 #include <sys/types.h>
 
-#include "controller/store/store.h"
 #include "runtime/common/status.h"
+#include "runtime/store/store.h"
 
 namespace hvd {
 

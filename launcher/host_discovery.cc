@@ -1,0 +1,71 @@
+#include "launcher/host_discovery.h"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+namespace hvd {
+namespace launcher {
+
+bool ParseDiscoveryOutput(const std::string& text, int default_slots,
+                          std::vector<HostSlots>* hosts, std::string* why) {
+  std::vector<HostSlots> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos || line[b] == '#') continue;
+    line = line.substr(b, line.find_last_not_of(" \t\r") - b + 1);
+    HostSlots h;
+    const size_t colon = line.rfind(':');
+    h.host = line.substr(0, colon);
+    h.slots = default_slots;
+    if (colon != std::string::npos) {
+      char* end = nullptr;
+      const long v = std::strtol(line.c_str() + colon + 1, &end, 10);
+      if (end == line.c_str() + colon + 1 || *end != '\0' || v < 1 || v > 4096) {
+        *why = "bad line '" + line + "': expected host[:slots], slots in 1..4096";
+        return false;
+      }
+      h.slots = static_cast<int>(v);
+    }
+    if (h.host.empty() || h.host.find_first_of(" \t") != std::string::npos) {
+      *why = "bad line '" + line + "': expected host[:slots]";
+      return false;
+    }
+    out.push_back(h);
+  }
+  *hosts = std::move(out);
+  return true;
+}
+
+bool RunDiscoveryScript(const std::string& script, int default_slots,
+                        std::vector<HostSlots>* hosts, std::string* why) {
+  // The script's name goes through the shell as one quoted word.
+  std::string quoted = "'";
+  for (char c : script) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
+  FILE* p = ::popen(("timeout 10 " + quoted + " </dev/null").c_str(), "r");
+  if (p == nullptr) {
+    *why = "cannot run " + script;
+    return false;
+  }
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0 && text.size() < (1u << 20))
+    text.append(buf, n);
+  const int status = ::pclose(p);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    *why = script + (WIFEXITED(status) && WEXITSTATUS(status) == 124
+                         ? " took more than 10 s"
+                         : " failed (exit status " + std::to_string(WEXITSTATUS(status)) + ")");
+    return false;
+  }
+  return ParseDiscoveryOutput(text, default_slots, hosts, why);
+}
+
+}  // namespace launcher
+}  // namespace hvd
