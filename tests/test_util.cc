@@ -51,17 +51,17 @@ void RunRanks(int size, const std::function<void(int rank, Runtime& rt)>& fn,
 Status AllreduceSync(Runtime& rt, const std::string& name, const void* in, void* out,
                      int64_t count, DataType dtype, ReduceOp op, double prescale,
                      double postscale) {
-  AllreduceArgs args;
+  TensorEntry args;
   args.name = name;
   args.input = in;
   args.output = out;
-  args.count = count;
+  args.shape = {count};
   args.dtype = dtype;
-  args.op = op;
+  args.reduce_op = op;
   args.prescale_factor = prescale;
   args.postscale_factor = postscale;
   std::shared_ptr<Work> work;
-  HVD_RETURN_IF_ERROR(rt.Allreduce(args, &work));
+  HVD_RETURN_IF_ERROR(rt.EnqueueOne(std::move(args), 0, &work));
   return work->Wait(std::chrono::milliseconds(60000));
 }
 

@@ -1,7 +1,8 @@
 // The all-reduce entry points: the plain ones, the extended one that takes a
-// versioned hvd_allreduce_args_t, and the grouped ones. A grouped call reads its
-// arguments into a CollectiveArgs and submits it (enqueue.cc); a single all-reduce
-// makes its entry directly (AllreduceOne).
+// versioned hvd_allreduce_args_t, and the grouped ones. Each fills the entry of
+// every tensor from its C arguments; a grouped call submits them as a
+// CollectiveArgs (enqueue.cc), a single all-reduce enqueues its one entry itself
+// (AllreduceOne).
 //
 // hvd_allreduce_args_t versions (hvd.h): the caller's struct_size says which header
 // it was built with. A smaller struct (an earlier header) gets this library's
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "bindings/c/c_api_internal.h"
+#include "runtime/data/validate.h"
 
 namespace hvd {
 namespace capi {
@@ -82,56 +84,30 @@ Status CheckAllreduceArgs(const hvd_allreduce_args_t& a) {
   return Status::OK();
 }
 
-// One hvd_allreduce_args_t as a call of one tensor (a grouped call's member). Checks
-// what must be checked before reading the name and the shape; the runtime checks
-// the rest.
-Status ReadAllreduceArgs(const hvd_allreduce_args_t* given, CollectiveArgs* call) {
-  if (given == nullptr) return Status::InvalidArgument("args is NULL");
-  hvd_allreduce_args_t a;
-  HVD_RETURN_IF_ERROR(ReadVersioned(given, &a));
+// The entry of one all-reduce from this library's args (ReadVersioned). Checks what
+// must be checked before reading the name and the shape, and the count against the
+// shape; the runtime checks the rest.
+Status FillAllreduceEntry(const hvd_allreduce_args_t& a, TensorEntry* e) {
   HVD_RETURN_IF_ERROR(CheckAllreduceArgs(a));
-  TensorArgs t;
-  t.name = a.name;
-  t.dtype = a.dtype;
-  t.input = a.sendbuf;
-  t.output = a.recvbuf;
-  t.count = a.count;
-  t.shape.assign(a.shape, a.shape + a.ndim);
-  t.stream = a.stream;
-  call->type = OpType::kAllreduce;
-  call->tensors.push_back(std::move(t));
-  call->reduce_op = a.op;
-  call->prescale_factor = a.prescale_factor;
-  call->postscale_factor = a.postscale_factor;
-  call->process_set = a.process_set;
-  call->device = a.device;
-  return Status::OK();
+  e->name.assign(a.name);
+  e->type = OpType::kAllreduce;
+  e->dtype = static_cast<DataType>(a.dtype);
+  e->input = a.sendbuf;
+  e->output = a.recvbuf;
+  SetReduction(a.op, a.prescale_factor, a.postscale_factor, e);
+  e->device = a.device;
+  e->stream = a.stream;
+  return SetCountShape(a.count, a.shape, a.ndim, e);
 }
 
-// One all-reduce, as this library's args (ReadVersioned): a handle in *handle, or
-// (handle NULL) waits for it. The call a training step makes once per gradient, so
-// its entry is made straight from the args, without the CollectiveArgs of the
-// general path (enqueue.cc; ~30% of an enqueue's instructions at 1000 x 4 KiB);
-// the checks and their messages are the same (CheckAllreduceArgs, then
-// MakeAllreduceEntry and the runtime's).
+// One all-reduce, as this library's args: a handle in *handle, or (handle NULL)
+// waits for it. The call a training step makes once per gradient, so its entry is
+// enqueued without the general path's CollectiveArgs (enqueue.cc).
 Status AllreduceOne(const hvd_allreduce_args_t& a, hvd_handle_t** handle) {
-  HVD_RETURN_IF_ERROR(CheckAllreduceArgs(a));
+  TensorEntry e;
+  HVD_RETURN_IF_ERROR(FillAllreduceEntry(a, &e));
   std::shared_ptr<Runtime> rt;
   HVD_RETURN_IF_ERROR(Current(&rt));
-  AllreduceArgs args;
-  args.name.assign(a.name);
-  args.input = a.sendbuf;
-  args.output = a.recvbuf;
-  args.count = a.count;
-  args.dtype = static_cast<DataType>(a.dtype);
-  args.op = static_cast<ReduceOp>(a.op);
-  args.prescale_factor = a.prescale_factor;
-  args.postscale_factor = a.postscale_factor;
-  args.device = a.device;
-  args.stream = a.stream;
-  args.shape.assign(a.shape, a.shape + a.ndim);
-  TensorEntry e;
-  HVD_RETURN_IF_ERROR(MakeAllreduceEntry(std::move(args), &e));
   std::shared_ptr<Work> work;
   HVD_RETURN_IF_ERROR(rt->EnqueueOne(std::move(e), a.process_set, &work));
   if (handle == nullptr) return WaitFor(work, std::chrono::milliseconds(-1));
@@ -160,17 +136,16 @@ Status ReadGroupedAllreduce(int n, const char* const* names, const void* const* 
                             double post, int32_t process_set, hvd_handle_t** handles,
                             bool blocking, CollectiveArgs* call) {
   call->type = OpType::kAllreduce;
+  call->process_set = process_set;
   HVD_RETURN_IF_ERROR(ReadGroup(n, names, sendbufs, dtypes, handles, blocking, call));
   if (!recvbufs || !counts)
     return Status::InvalidArgument("grouped allreduce: recvbufs and counts must not be NULL");
   for (int i = 0; i < n; ++i) {
-    call->tensors[i].output = recvbufs[i];
-    call->tensors[i].count = counts[i];
+    TensorEntry& e = call->tensors[i];
+    e.output = recvbufs[i];
+    SetReduction(op, pre, post, &e);
+    HVD_RETURN_IF_ERROR(SetCountShape(counts[i], nullptr, 0, &e));
   }
-  call->reduce_op = op;
-  call->prescale_factor = pre;
-  call->postscale_factor = post;
-  call->process_set = process_set;
   return Status::OK();
 }
 
@@ -183,24 +158,29 @@ Status ReadGroupedAllreduceEx(int n, const hvd_allreduce_args_t* const* args,
   if (args == nullptr || handles == nullptr)
     return Status::InvalidArgument("grouped all-reduce: args and handles must not be NULL");
   for (int i = 0; i < n; ++i) handles[i] = nullptr;
+  group->type = OpType::kAllreduce;
+  group->grouped = true;
+  group->tensors.resize(n);
   for (int i = 0; i < n; ++i) {
-    CollectiveArgs one;
-    HVD_RETURN_IF_ERROR(ReadAllreduceArgs(args[i], &one).Prepend("args[" + std::to_string(i) + "]"));
+    const std::string at = "args[" + std::to_string(i) + "]";
+    if (args[i] == nullptr) return Status::InvalidArgument("args is NULL").Prepend(at);
+    hvd_allreduce_args_t a;
+    HVD_RETURN_IF_ERROR(ReadVersioned(args[i], &a).Prepend(at));
+    TensorEntry& e = group->tensors[i];
+    HVD_RETURN_IF_ERROR(FillAllreduceEntry(a, &e).Prepend(at));
     if (i == 0) {
-      *group = std::move(one);
+      group->process_set = a.process_set;
       continue;
     }
-    if (one.process_set != group->process_set || one.reduce_op != group->reduce_op ||
-        one.prescale_factor != group->prescale_factor ||
-        one.postscale_factor != group->postscale_factor || one.device != group->device)
+    const TensorEntry& first = group->tensors[0];
+    if (a.process_set != group->process_set || e.reduce_op != first.reduce_op ||
+        e.prescale_factor != first.prescale_factor ||
+        e.postscale_factor != first.postscale_factor || e.device != first.device)
       return Status::InvalidArgument(
-          std::string("grouped all-reduce: tensor '") + one.tensors[0].name + "' differs from '" +
-          group->tensors[0].name +
+          "grouped all-reduce: tensor '" + e.name + "' differs from '" + first.name +
           "' in its process set, reduce op, scale factors or device; a group's tensors must "
           "share them");
-    group->tensors.push_back(std::move(one.tensors[0]));
   }
-  group->grouped = true;
   return Status::OK();
 }
 

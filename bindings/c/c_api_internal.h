@@ -11,11 +11,13 @@
 //
 // Every collective goes through one path (enqueue.cc): its entry point checks only
 // what must be checked before a pointer is read (a NULL name, array or out-parameter;
-// an ndim, n or nsplits that sizes a read), fills a CollectiveArgs, and Submit builds the
-// entries and enqueues them; the runtime's ValidateEntry (runtime/data/validate.h)
-// checks everything else, with the messages docs/c_api_errors.md quotes. The one
-// exception is a single all-reduce (allreduce.cc's AllreduceOne, a step's call per
-// gradient): it makes its entry straight from its args, with the same checks.
+// an ndim, n or nsplits that sizes a read), fills the TensorEntry of each tensor
+// straight from its C arguments (the one struct that carries them to the queue) in a
+// CollectiveArgs, and Submit enqueues them; the runtime's ValidateEntry
+// (runtime/data/validate.h) checks everything else, with the messages
+// docs/c_api_errors.md quotes. A single all-reduce (allreduce.cc's AllreduceOne, a
+// step's call per gradient) fills its one entry and enqueues it without a
+// CollectiveArgs.
 #ifndef HVD_BINDINGS_C_C_API_INTERNAL_H_
 #define HVD_BINDINGS_C_C_API_INTERNAL_H_
 
@@ -96,40 +98,21 @@ Status WaitFor(const std::shared_ptr<Work>& work, std::chrono::milliseconds time
 
 // enqueue.cc: the one path from an entry point to the runtime.
 
-// One tensor of a collective call, as its entry point read it.
-struct TensorArgs {
-  const char* name = nullptr;  // not NULL (the entry point checks)
-  int dtype = 0;               // hvd_dtype_t as given
-  const void* input = nullptr;
-  void* output = nullptr;
-  // All-reduce and broadcast give `count`, and an all-reduce may give a shape that holds
-  // it (empty: [count]); allgather, alltoall and reducescatter give `shape` only.
-  int64_t count = 0;
-  std::vector<int64_t> shape;
-  std::vector<int64_t> splits;  // alltoall; empty: equal shares
-  void* stream = nullptr;       // device tensors: the caller's cudaStream_t
-};
-
-// One call: its tensors (none for a barrier or join) and what they share.
+// One call as its entry point read it: the entry of each tensor (none for a barrier
+// or join), filled straight from the C arguments, and what the call shares.
 struct CollectiveArgs {
   OpType type = OpType::kAllreduce;
-  std::vector<TensorArgs> tensors;
+  std::vector<TensorEntry> tensors;
   // The tensors form one group (one fused response), with a fresh group id.
   bool grouped = false;
-  int reduce_op = HVD_SUM;  // hvd_reduce_op_t as given
-  double prescale_factor = 1.0;
-  double postscale_factor = 1.0;
-  int root_rank = 0;  // broadcast, within the set
   int32_t process_set = HVD_GLOBAL_PROCESS_SET;
-  int32_t device = -1;
 };
 
-// Builds `call`'s entries and enqueues them atomically on the default runtime (a
-// barrier or join: asks the runtime for its own). works[i] tracks tensors[i] (a
-// barrier or join: works[0]). Fails with the runtime's status (ValidateEntry's
-// message naming the tensor), enqueuing nothing and leaving *works empty.
-// The Submit calls move from the tensors of `call`, not from its vector, so a
-// caller may reuse that (ReuseArgs).
+// Enqueues `call`'s entries atomically on the default runtime, as one group if
+// `grouped` (a barrier or join: asks the runtime for its own). works[i] tracks
+// tensors[i] (a barrier or join: works[0]). Fails with the runtime's status
+// (ValidateEntry's message naming the tensor), enqueuing nothing and leaving
+// *works empty.
 Status Submit(CollectiveArgs&& call, std::vector<std::shared_ptr<Work>>* works);
 // Submit, then a handle per Work in handles[0..n) (left as they are on failure:
 // entry points NULL them first).
@@ -138,22 +121,19 @@ Status SubmitAsync(CollectiveArgs&& call, hvd_handle_t** handles);
 // receives the first Work's scalar_result() (a join's last rank).
 Status SubmitAndWait(CollectiveArgs&& call, int64_t* scalar = nullptr);
 
-// This thread's CollectiveArgs, reset to the defaults, its tensor vector empty but
-// allocated: an entry point called once per tensor (hvd_allreduce_async in a
-// training step) then allocates no vector per call. Not for a call that may
-// reenter the C API before it is submitted.
-CollectiveArgs& ReuseArgs();
-
 // collectives.cc: readers of the C arguments that allreduce.cc shares.
 
 // The most dimensions a shape may have.
 constexpr int kMaxDims = 64;
-// The tensors of a grouped call from its arrays: n at least 1, the arrays and
-// (unless `blocking`) handles non-NULL, every name non-NULL. NULLs handles[0..n)
-// first. Sets call->grouped.
+// The tensors of a grouped call from its arrays (name, input, dtype; the type from
+// call->type): n at least 1, the arrays and (unless `blocking`) handles non-NULL,
+// every name non-NULL. NULLs handles[0..n) first. Sets call->grouped.
 Status ReadGroup(int n, const char* const* names, const void* const* sendbufs,
                  const hvd_dtype_t* dtypes, hvd_handle_t** handles, bool blocking,
                  CollectiveArgs* call);
+// A reduction's op and scale factors on its entry.
+void SetReduction(hvd_reduce_op_t op, double prescale_factor, double postscale_factor,
+                  TensorEntry* e);
 
 }  // namespace capi
 }  // namespace hvd

@@ -1,7 +1,7 @@
 // The collectives other than all-reduce: allgather, broadcast, alltoall,
 // reducescatter (each plain, async, blocking-with-result and device forms), their
-// grouped forms, barrier and join. Each reads its arguments into a CollectiveArgs and
-// submits it (enqueue.cc).
+// grouped forms, barrier and join. Each fills its tensors' entries from its
+// arguments in a CollectiveArgs and submits it (enqueue.cc).
 //
 // The forms of one collective: _async returns a handle; _ex adds the device and the
 // stream; the blocking form of a collective whose result the handle owns (allgather,
@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "bindings/c/c_api_internal.h"
+#include "runtime/data/validate.h"
 
 namespace hvd {
 namespace capi {
@@ -28,25 +29,32 @@ Status ReadGroup(int n, const char* const* names, const void* const* sendbufs,
   call->tensors.resize(n);
   for (int i = 0; i < n; ++i) {
     if (names[i] == nullptr) return Status::InvalidArgument("tensor name is NULL");
-    call->tensors[i].name = names[i];
-    call->tensors[i].input = sendbufs[i];
-    call->tensors[i].dtype = dtypes[i];
+    TensorEntry& e = call->tensors[i];
+    e.name = names[i];
+    e.type = call->type;
+    e.input = sendbufs[i];
+    e.dtype = static_cast<DataType>(dtypes[i]);
   }
   call->grouped = true;
   return Status::OK();
 }
 
+void SetReduction(hvd_reduce_op_t op, double prescale_factor, double postscale_factor,
+                  TensorEntry* e) {
+  e->reduce_op = static_cast<ReduceOp>(op);
+  e->prescale_factor = prescale_factor;
+  e->postscale_factor = postscale_factor;
+}
+
 namespace {
 
-// t->shape from `ndim` (1..kMaxDims) dimensions at `shape` (non-NULL).
-Status ReadShape(const char* name, const int64_t* shape, int ndim, TensorArgs* t) {
+// e->shape from `ndim` (1..kMaxDims) dimensions at `shape` (non-NULL).
+Status ReadShape(const int64_t* shape, int ndim, TensorEntry* e) {
   if (ndim < 1 || ndim > kMaxDims)
-    return Status::InvalidArgument(std::string("tensor '") + name + "': ndim " +
-                                   std::to_string(ndim) + " is not in 1.." +
-                                   std::to_string(kMaxDims));
-  if (shape == nullptr)
-    return Status::InvalidArgument(std::string("tensor '") + name + "': shape is NULL");
-  t->shape.assign(shape, shape + ndim);
+    return Status::InvalidArgument("tensor '" + e->name + "': ndim " + std::to_string(ndim) +
+                                   " is not in 1.." + std::to_string(kMaxDims));
+  if (shape == nullptr) return Status::InvalidArgument("tensor '" + e->name + "': shape is NULL");
+  e->shape.assign(shape, shape + ndim);
   return Status::OK();
 }
 
@@ -55,17 +63,16 @@ Status ReadShaped(OpType type, const char* name, const void* sendbuf, const int6
                   int ndim, hvd_dtype_t dtype, int32_t process_set, int32_t device, void* stream,
                   CollectiveArgs* call) {
   if (name == nullptr) return Status::InvalidArgument("tensor name is NULL");
-  TensorArgs t;
-  HVD_RETURN_IF_ERROR(ReadShape(name, shape, ndim, &t));
-  t.name = name;
-  t.input = sendbuf;
-  t.dtype = dtype;
-  t.stream = stream;
   call->type = type;
-  call->tensors.push_back(std::move(t));
   call->process_set = process_set;
-  call->device = device;
-  return Status::OK();
+  TensorEntry& e = call->tensors.emplace_back();
+  e.name = name;
+  e.type = type;
+  e.input = sendbuf;
+  e.dtype = static_cast<DataType>(dtype);
+  e.device = device;
+  e.stream = stream;
+  return ReadShape(shape, ndim, &e);
 }
 
 // A grouped allgather or reducescatter.
@@ -78,7 +85,7 @@ Status ReadGroupedShaped(OpType type, int n, const char* const* names,
   if (!shapes || !ndims)
     return Status::InvalidArgument("grouped call: shapes and ndims must not be NULL");
   for (int i = 0; i < n; ++i)
-    HVD_RETURN_IF_ERROR(ReadShape(names[i], shapes[i], ndims[i], &call->tensors[i]));
+    HVD_RETURN_IF_ERROR(ReadShape(shapes[i], ndims[i], &call->tensors[i]));
   // A group of one is a plain call.
   call->grouped = n > 1;
   return Status::OK();
@@ -114,19 +121,18 @@ Status ReadBroadcast(const char* name, void* buf, int64_t count, hvd_dtype_t dty
                      int root_rank, int32_t process_set, int32_t device, void* stream,
                      CollectiveArgs* call) {
   if (name == nullptr) return Status::InvalidArgument("tensor name is NULL");
-  TensorArgs t;
-  t.name = name;
-  t.dtype = dtype;
-  t.input = buf;
-  t.output = buf;
-  t.count = count;
-  t.stream = stream;
   call->type = OpType::kBroadcast;
-  call->tensors.push_back(std::move(t));
-  call->root_rank = root_rank;
   call->process_set = process_set;
-  call->device = device;
-  return Status::OK();
+  TensorEntry& e = call->tensors.emplace_back();
+  e.name = name;
+  e.type = OpType::kBroadcast;
+  e.dtype = static_cast<DataType>(dtype);
+  e.input = buf;
+  e.output = buf;
+  e.root_rank = root_rank;
+  e.device = device;
+  e.stream = stream;
+  return SetCountShape(count, nullptr, 0, &e);
 }
 
 CollectiveArgs Tensorless(OpType type, int32_t process_set) {
@@ -245,11 +251,10 @@ hvd_status_t hvd_reducescatter_ex(const char* name, const void* sendbuf, const i
                                   hvd_handle_t** handle) {
   HVD_C_GUARD({
     return Async(handle, [&](CollectiveArgs* call) {
-      call->reduce_op = op;
-      call->prescale_factor = prescale_factor;
-      call->postscale_factor = postscale_factor;
-      return hvd::capi::ReadShaped(OpType::kReducescatter, name, sendbuf, shape, ndim, dtype,
-                                   process_set, device, stream, call);
+      HVD_RETURN_IF_ERROR(hvd::capi::ReadShaped(OpType::kReducescatter, name, sendbuf, shape,
+                                                ndim, dtype, process_set, device, stream, call));
+      hvd::capi::SetReduction(op, prescale_factor, postscale_factor, &call->tensors[0]);
+      return Status::OK();
     });
   })
 }
@@ -297,13 +302,14 @@ hvd_status_t hvd_grouped_reducescatter_async(int n, const char* const* names,
                                              int32_t process_set, hvd_handle_t** handles) {
   HVD_C_GUARD({
     CollectiveArgs call;
-    call.reduce_op = op;
-    call.prescale_factor = prescale_factor;
-    call.postscale_factor = postscale_factor;
     call.process_set = process_set;
     Status s = hvd::capi::ReadGroupedShaped(OpType::kReducescatter, n, names, sendbufs, shapes,
                                             ndims, dtypes, handles, &call);
-    if (s.ok()) s = hvd::capi::SubmitAsync(std::move(call), handles);
+    if (s.ok()) {
+      for (hvd::TensorEntry& e : call.tensors)
+        hvd::capi::SetReduction(op, prescale_factor, postscale_factor, &e);
+      s = hvd::capi::SubmitAsync(std::move(call), handles);
+    }
     return Report(s);
   })
 }

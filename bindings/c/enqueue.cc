@@ -1,17 +1,15 @@
 // Submit: the path from every collective entry point to the runtime, but one
-// (a single all-reduce, allreduce.cc's AllreduceOne, which makes its entry
-// directly with the same checks).
+// (a single all-reduce, allreduce.cc's AllreduceOne, which enqueues its entry
+// itself with the same checks).
 //
-// An entry point reads its C arguments into a CollectiveArgs, checking only what
-// must be checked before a pointer is read (c_api_internal.h). Submit turns each
-// TensorArgs into a TensorEntry: an all-reduce's or broadcast's count through the
-// runtime's MakeAllreduceEntry (which checks the count, and an all-reduce's shape,
-// against each other), a shaped collective's shape as given. A grouped call's
-// entries share a fresh group id. Runtime::Enqueue then validates every entry
-// (ValidateEntry: names, dtypes, ops, dimensions, buffers, scale factors, device)
-// and the ones that need the set (a broadcast's root, an alltoall's splits), and
-// enqueues all of them or none. A barrier or a join has no tensor: the runtime
-// makes its entry.
+// An entry point fills the TensorEntry of each tensor from its C arguments,
+// checking only what must be checked before a pointer is read (c_api_internal.h);
+// an all-reduce's or broadcast's count becomes its shape through SetCountShape,
+// which checks them against each other. A grouped call's entries share a fresh
+// group id. Runtime::Enqueue then validates every entry (ValidateEntry: names,
+// dtypes, ops, dimensions, buffers, scale factors, device) and the ones that need
+// the set (a broadcast's root, an alltoall's splits), and enqueues all of them or
+// none. A barrier or a join has no tensor: the runtime makes its entry.
 #include <memory>
 #include <utility>
 #include <vector>
@@ -22,45 +20,14 @@ namespace hvd {
 namespace capi {
 namespace {
 
-// The entry for tensor `t` of `call`.
-Status MakeEntry(const CollectiveArgs& call, TensorArgs t, TensorEntry* e) {
-  if (call.type == OpType::kAllreduce || call.type == OpType::kBroadcast) {
-    AllreduceArgs a;
-    a.name = t.name;
-    a.input = t.input;
-    a.output = t.output;
-    a.count = t.count;
-    a.shape = std::move(t.shape);
-    HVD_RETURN_IF_ERROR(MakeAllreduceEntry(std::move(a), e));
-  } else {
-    e->name = t.name;
-    e->input = t.input;
-    e->output = t.output;
-    e->shape = std::move(t.shape);
-  }
-  e->type = call.type;
-  e->dtype = static_cast<DataType>(t.dtype);
-  e->reduce_op = static_cast<ReduceOp>(call.reduce_op);
-  e->prescale_factor = call.prescale_factor;
-  e->postscale_factor = call.postscale_factor;
-  e->root_rank = call.root_rank;
-  e->device = call.device;
-  e->stream = t.stream;
-  e->splits = std::move(t.splits);
-  return Status::OK();
-}
-
 // One tensor (not a group), a barrier or a join: its Work, without the vectors of a
 // group.
 Status SubmitOne(CollectiveArgs& call, std::shared_ptr<Work>* work) {
   std::shared_ptr<Runtime> rt;
   HVD_RETURN_IF_ERROR(Current(&rt));
-  if (call.type == OpType::kBarrier || call.type == OpType::kJoin)
-    return call.type == OpType::kBarrier ? rt->Barrier(call.process_set, work)
-                                         : rt->Join(call.process_set, work);
-  TensorEntry e;
-  HVD_RETURN_IF_ERROR(MakeEntry(call, std::move(call.tensors[0]), &e));
-  return rt->EnqueueOne(std::move(e), call.process_set, work);
+  if (call.type == OpType::kBarrier) return rt->Barrier(call.process_set, work);
+  if (call.type == OpType::kJoin) return rt->Join(call.process_set, work);
+  return rt->EnqueueOne(std::move(call.tensors[0]), call.process_set, work);
 }
 
 bool IsOne(const CollectiveArgs& call) {
@@ -69,15 +36,6 @@ bool IsOne(const CollectiveArgs& call) {
 }
 
 }  // namespace
-
-CollectiveArgs& ReuseArgs() {
-  thread_local CollectiveArgs args;
-  std::vector<TensorArgs> tensors = std::move(args.tensors);
-  tensors.clear();
-  args = CollectiveArgs();
-  args.tensors = std::move(tensors);
-  return args;
-}
 
 Status Submit(CollectiveArgs&& call, std::vector<std::shared_ptr<Work>>* works) {
   works->clear();
@@ -91,13 +49,11 @@ Status Submit(CollectiveArgs&& call, std::vector<std::shared_ptr<Work>>* works) 
   HVD_RETURN_IF_ERROR(Current(&rt));
   const int n = static_cast<int>(call.tensors.size());
   const int64_t group = call.grouped ? Default().next_group++ : 0;
-  std::vector<TensorEntry> entries(n);
-  for (int i = 0; i < n; ++i) {
-    HVD_RETURN_IF_ERROR(MakeEntry(call, std::move(call.tensors[i]), &entries[i]));
-    entries[i].group_id = group;
-    entries[i].group_size = call.grouped ? n : 0;
+  for (TensorEntry& e : call.tensors) {
+    e.group_id = group;
+    e.group_size = call.grouped ? n : 0;
   }
-  return rt->Enqueue(std::move(entries), call.process_set, works);
+  return rt->Enqueue(std::move(call.tensors), call.process_set, works);
 }
 
 Status SubmitAsync(CollectiveArgs&& call, hvd_handle_t** handles) {

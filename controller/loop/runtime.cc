@@ -108,54 +108,12 @@ Status Runtime::LoopStatus() const {
   return loop_status_;
 }
 
-Status MakeAllreduceEntry(AllreduceArgs args, TensorEntry* out) {
-  if (args.count < 0)
-    return Status::InvalidArgument("tensor '" + args.name + "': negative count " +
-                                   std::to_string(args.count));
-  if (!args.shape.empty()) {
-    int64_t n = 1;
-    for (int64_t d : args.shape)
-      if (d < 0 || __builtin_mul_overflow(n, d, &n)) n = -1;
-    if (n != args.count) {
-      std::string dims;
-      for (int64_t d : args.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-      return Status::InvalidArgument("tensor '" + args.name + "': shape [" + dims +
-                                     "] does not hold count " + std::to_string(args.count) +
-                                     " elements");
-    }
-  }
-  TensorEntry& e = *out;
-  e.name = std::move(args.name);
-  e.type = OpType::kAllreduce;
-  e.dtype = args.dtype;
-  e.reduce_op = args.op;
-  e.input = args.input;
-  e.output = args.output;
-  if (args.shape.empty()) {
-    e.shape = {args.count};
-  } else {
-    e.shape = std::move(args.shape);
-  }
-  e.prescale_factor = args.prescale_factor;
-  e.postscale_factor = args.postscale_factor;
-  e.device = args.device;
-  e.stream = args.stream;
-  return Status::OK();
-}
-
 Status Runtime::StartTimeline(const std::string& path, bool mark_cycles) {
   if (rank() != 0) return Status::OK();
   return timeline_.Start(path, mark_cycles);
 }
 
 void Runtime::StopTimeline() { timeline_.Stop(); }
-
-Status Runtime::Allreduce(AllreduceArgs args, std::shared_ptr<Work>* work) {
-  const int process_set = args.process_set;
-  TensorEntry e;
-  HVD_RETURN_IF_ERROR(MakeAllreduceEntry(std::move(args), &e));
-  return EnqueueOne(std::move(e), process_set, work);
-}
 
 Status Runtime::EnqueueOne(TensorEntry&& entry, int process_set, std::shared_ptr<Work>* work) {
   return EnqueueEntries(&entry, 1, process_set, work);

@@ -51,29 +51,6 @@
 
 namespace hvd {
 
-// The arguments of one allreduce. Buffers belong to the caller and must stay valid
-// until the Work completes; input == output is in place.
-struct AllreduceArgs {
-  std::string name;
-  const void* input = nullptr;
-  void* output = nullptr;
-  int64_t count = 0;
-  DataType dtype = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-  double prescale_factor = 1.0;
-  double postscale_factor = 1.0;
-  int process_set = 0;
-  int device = -1;          // -1: host memory; else the CUDA device of both buffers
-  void* stream = nullptr;   // device tensors: the caller's cudaStream_t (see TensorEntry)
-  // The tensor's shape, whose product must be `count`; ranks must agree on it.
-  // Empty: {count}.
-  std::vector<int64_t> shape;
-};
-
-// The entry for an all-reduce; kInvalidArgument naming the tensor for a negative
-// count or a shape whose product is not the count.
-Status MakeAllreduceEntry(AllreduceArgs args, TensorEntry* out);
-
 class Runtime {
  public:
   // `store` is this job's rendezvous store (already scoped to the job). It must be
@@ -94,8 +71,6 @@ class Runtime {
   const RuntimeOptions& options() const { return options_; }
   int rank() const { return options_.rank; }
   int size() const { return options_.size; }
-
-  Status Allreduce(AllreduceArgs args, std::shared_ptr<Work>* work);
 
   // Starts writing a timeline (controller/loop/timeline.h) to `path`, replacing the one
   // being written (a call naming the file already being written changes only

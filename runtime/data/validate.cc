@@ -65,4 +65,26 @@ Status ValidateEntry(const TensorEntry& e) {
   return Status::OK();
 }
 
+Status SetCountShape(int64_t count, const int64_t* dims, int ndim, TensorEntry* e) {
+  if (count < 0)
+    return Status::InvalidArgument("tensor '" + e->name + "': negative count " +
+                                   std::to_string(count));
+  if (ndim == 0) {
+    e->shape = {count};
+    return Status::OK();
+  }
+  int64_t n = 1;
+  for (int i = 0; i < ndim; ++i)
+    if (dims[i] < 0 || __builtin_mul_overflow(n, dims[i], &n)) n = -1;
+  if (n != count) {
+    std::string text;
+    for (int i = 0; i < ndim; ++i) text += (i == 0 ? "" : ", ") + std::to_string(dims[i]);
+    return Status::InvalidArgument("tensor '" + e->name + "': shape [" + text +
+                                   "] does not hold count " + std::to_string(count) +
+                                   " elements");
+  }
+  e->shape.assign(dims, dims + ndim);
+  return Status::OK();
+}
+
 }  // namespace hvd

@@ -17,6 +17,12 @@ namespace hvd {
 // a non-finite scale factor, an op the collective does not support.
 Status ValidateEntry(const TensorEntry& e);
 
+// Sets an all-reduce's or broadcast's shape from the element count its caller gave
+// and, optionally, a shape of `ndim` dimensions at `dims` that must hold it (ndim 0:
+// [count]). kInvalidArgument naming the tensor (e->name, set before) for a negative
+// count or a shape whose product is not the count.
+Status SetCountShape(int64_t count, const int64_t* dims, int ndim, TensorEntry* e);
+
 }  // namespace hvd
 
 #endif  // HVD_RUNTIME_DATA_VALIDATE_H_

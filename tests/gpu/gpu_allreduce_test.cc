@@ -62,19 +62,19 @@ std::vector<double> Expected(DataType dtype, ReduceOp op, int size, int64_t coun
 Status DeviceAllreduce(Runtime& rt, const std::string& name, const void* in, void* out, int64_t count,
                        DataType dtype, ReduceOp op, double pre = 1.0, double post = 1.0,
                        void* stream = nullptr) {
-  AllreduceArgs a;
+  TensorEntry a;
   a.name = name;
   a.input = in;
   a.output = out;
-  a.count = count;
+  a.shape = {count};
   a.dtype = dtype;
-  a.op = op;
+  a.reduce_op = op;
   a.prescale_factor = pre;
   a.postscale_factor = post;
   a.device = 0;
   a.stream = stream;
   std::shared_ptr<Work> work;
-  HVD_RETURN_IF_ERROR(rt.Allreduce(a, &work));
+  HVD_RETURN_IF_ERROR(rt.EnqueueOne(TensorEntry(a), 0, &work));
   return work->Wait(milliseconds(60000));
 }
 
@@ -185,16 +185,16 @@ TEST_P(GpuAllreduce, FusesManySmallTensors) {
       hin.push_back(std::make_unique<DeviceMemory>(count * 2));
       hout.push_back(std::make_unique<DeviceMemory>(count * 2));
       hin.back()->Upload(Encode(Data(rank, count, 2000 + i, half), half));
-      AllreduceArgs a;
+      TensorEntry a;
       a.name = "async." + std::to_string(i);
       a.input = hin.back()->get();
       a.output = hout.back()->get();
-      a.count = count;
+      a.shape = {count};
       a.dtype = half;
-      a.op = ReduceOp::kSum;
+      a.reduce_op = ReduceOp::kSum;
       a.device = 0;
       std::shared_ptr<Work> w;
-      ASSERT_TRUE(rt.Allreduce(a, &w).ok());
+      ASSERT_TRUE(rt.EnqueueOne(TensorEntry(a), 0, &w).ok());
       async.push_back(w);
     }
     for (int i = 0; i < 40; ++i) {
@@ -257,17 +257,17 @@ TEST_P(GpuAllreduce, ConsumerStreamWaitsWhileTheHostDoesNot) {
     g_hold = true;
     ASSERT_EQ(cudaLaunchHostFunc(producer, HoldWhileFlagged, nullptr), cudaSuccess);
     ASSERT_EQ(cudaMemsetAsync(buf.get(), 1, count * 4, producer), cudaSuccess);
-    AllreduceArgs a;
+    TensorEntry a;
     a.name = "stream-ordered";
     a.input = buf.get();
     a.output = buf.get();
-    a.count = count;
+    a.shape = {count};
     a.dtype = DataType::kInt32;
-    a.op = ReduceOp::kSum;
+    a.reduce_op = ReduceOp::kSum;
     a.device = 0;
     a.stream = producer;
     std::shared_ptr<Work> work;
-    ASSERT_TRUE(rt.Allreduce(a, &work).ok());
+    ASSERT_TRUE(rt.EnqueueOne(TensorEntry(a), 0, &work).ok());
     Status s = work->WaitEnqueued(milliseconds(10000));
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_FALSE(work->Poll());  // the GPU is still held: the host did not wait for it
@@ -318,14 +318,14 @@ TEST(GpuErrors, HostPointerIsRefusedAtEnqueue) {
   HVD_SKIP_WITHOUT_GPU();
   RunRanks(1, [&](int, Runtime& rt) {
     std::vector<float> host(16, 1.0f);
-    AllreduceArgs a;
+    TensorEntry a;
     a.name = "host_as_device";
     a.input = host.data();
     a.output = host.data();
-    a.count = 16;
+    a.shape = {16};
     a.device = 0;
     std::shared_ptr<Work> work;
-    Status s = rt.Allreduce(a, &work);
+    Status s = rt.EnqueueOne(TensorEntry(a), 0, &work);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
     EXPECT_NE(s.message().find("host memory"), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("host_as_device"), std::string::npos) << s.message();
@@ -336,14 +336,14 @@ TEST(GpuErrors, UnknownDeviceIsRefusedAtEnqueue) {
   HVD_SKIP_WITHOUT_GPU();
   RunRanks(1, [&](int, Runtime& rt) {
     DeviceMemory buf(64);
-    AllreduceArgs a;
+    TensorEntry a;
     a.name = "nowhere";
     a.input = buf.get();
     a.output = buf.get();
-    a.count = 16;
+    a.shape = {16};
     a.device = GpuCount();
     std::shared_ptr<Work> work;
-    Status s = rt.Allreduce(a, &work);
+    Status s = rt.EnqueueOne(TensorEntry(a), 0, &work);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
     EXPECT_NE(s.message().find("does not exist"), std::string::npos) << s.message();
   });
@@ -354,14 +354,14 @@ TEST(GpuErrors, HostAndDeviceTensorsAcrossRanksAreAMismatch) {
   RunRanks(2, [&](int rank, Runtime& rt) {
     std::vector<float> host(8, 1.0f);
     DeviceMemory dev(32);
-    AllreduceArgs a;
+    TensorEntry a;
     a.name = "where";
-    a.count = 8;
+    a.shape = {8};
     a.input = rank == 0 ? static_cast<void*>(host.data()) : dev.get();
     a.output = const_cast<void*>(a.input);
     a.device = rank == 0 ? -1 : 0;
     std::shared_ptr<Work> work;
-    ASSERT_TRUE(rt.Allreduce(a, &work).ok());
+    ASSERT_TRUE(rt.EnqueueOne(TensorEntry(a), 0, &work).ok());
     Status s = work->Wait(milliseconds(30000));
     EXPECT_EQ(s.code(), StatusCode::kMismatch) << s.ToString();
     EXPECT_NE(s.message().find("device"), std::string::npos) << s.message();
@@ -383,14 +383,14 @@ TEST(GpuErrors, NcclRanksSharingAGpuFailCleanly) {
       std::unique_ptr<Runtime> rt;
       ASSERT_TRUE(Runtime::Create(o, store, &rt).ok());
       DeviceMemory buf(4096);
-      AllreduceArgs a;
+      TensorEntry a;
       a.name = "shared_gpu";
       a.input = buf.get();
       a.output = buf.get();
-      a.count = 1024;
+      a.shape = {1024};
       a.device = 0;
       std::shared_ptr<Work> work;
-      Status s = rt->Allreduce(a, &work);
+      Status s = rt->EnqueueOne(TensorEntry(a), 0, &work);
       if (s.ok()) s = work->Wait(milliseconds(60000));
       EXPECT_NE(s.code(), StatusCode::kInProgress) << "rank " << r << " hung: " << s.ToString();
       if (!s.ok()) {

@@ -80,16 +80,16 @@ bool Sweep(const std::string& mode, int ranks, const std::vector<int64_t>& sizes
         const int iters = Iterations(bytes, budget_bytes, 3, 50);
         double total = 0;
         for (int it = -1; it < iters; ++it) {  // iteration -1 warms up
-          AllreduceArgs a;
+          TensorEntry a;
           a.name = "bw." + std::to_string(bytes);
           a.input = in;
           a.output = out;
-          a.count = bytes / 4;
+          a.shape = {bytes / 4};
           a.dtype = DataType::kFloat32;
           a.device = 0;
           std::shared_ptr<Work> work;
           const auto start = Clock::now();
-          s = rt->Allreduce(a, &work);
+          s = rt->EnqueueOne(TensorEntry(a), 0, &work);
           if (s.ok()) s = work->Wait(std::chrono::milliseconds(120000));
           const double took = std::chrono::duration<double>(Clock::now() - start).count();
           if (!s.ok()) {

@@ -84,16 +84,16 @@ std::vector<std::vector<std::vector<uint8_t>>> RunAdasum(int size, const std::ve
           const Tensor& t = tensors[i];
           ins[i] = Encode(AdasumInputs(size, t.count, t.seed)[rank], t.dtype);
           outs[i].assign(ins[i].size(), 0xAB);
-          AllreduceArgs a;
+          TensorEntry a;
           a.name = t.name;
           a.input = ins[i].data();
           a.output = t.in_place ? ins[i].data() : outs[i].data();
-          a.count = t.count;
+          a.shape = {t.count};
           a.dtype = t.dtype;
-          a.op = ReduceOp::kAdasum;
+          a.reduce_op = ReduceOp::kAdasum;
           a.prescale_factor = opt.pre;
           a.postscale_factor = opt.post;
-          Status s = rt.Allreduce(a, &works[i]);
+          Status s = rt.EnqueueOne(TensorEntry(a), 0, &works[i]);
           ASSERT_TRUE(s.ok()) << t.name << ": " << s.ToString();
         }
         for (size_t i = 0; i < n; ++i) {
@@ -188,14 +188,14 @@ TEST(AdasumAllreduce, JoinedRankContributesNothing) {
       }
       for (size_t i = 0; i < tensors.size(); ++i) {
         const Tensor& t = tensors[i];
-        AllreduceArgs a;
+        TensorEntry a;
         a.name = t.name;
         a.input = ins[i].data();
         a.output = t.in_place ? ins[i].data() : outs[i].data();
-        a.count = t.count;
+        a.shape = {t.count};
         a.dtype = t.dtype;
-        a.op = ReduceOp::kAdasum;
-        ASSERT_TRUE(rt.Allreduce(a, &works[i]).ok());
+        a.reduce_op = ReduceOp::kAdasum;
+        ASSERT_TRUE(rt.EnqueueOne(TensorEntry(a), 0, &works[i]).ok());
       }
       for (size_t i = 0; i < tensors.size(); ++i) {
         const Tensor& t = tensors[i];
@@ -225,16 +225,15 @@ TEST(AdasumAllreduce, ProcessSetsCombineTheirOwnRanksInSetOrder) {
       const Tensor t = {"set.grad", DataType::kFloat32, 64, false, 40 + static_cast<uint32_t>(k)};
       const std::vector<Vec> all = AdasumInputs(size, t.count, t.seed);
       std::vector<uint8_t> in = Encode(all[rank], t.dtype), out(in.size());
-      AllreduceArgs a;
+      TensorEntry a;
       a.name = t.name;
       a.input = in.data();
       a.output = out.data();
-      a.count = t.count;
+      a.shape = {t.count};
       a.dtype = t.dtype;
-      a.op = ReduceOp::kAdasum;
-      a.process_set = ids[k];
+      a.reduce_op = ReduceOp::kAdasum;
       std::shared_ptr<Work> w;
-      ASSERT_TRUE(rt.Allreduce(a, &w).ok());
+      ASSERT_TRUE(rt.EnqueueOne(TensorEntry(a), ids[k], &w).ok());
       ASSERT_TRUE(w->Wait(kWait).ok());
       std::vector<Vec> mine;
       for (int m : members) mine.push_back(all[m]);
@@ -249,13 +248,13 @@ TEST(AdasumAllreduce, RefusesIntegerDeviceAndReducescatterAtEnqueue) {
     std::vector<int32_t> ints(4, 1);
     std::vector<float> floats(4, 1);
     std::shared_ptr<Work> w;
-    AllreduceArgs a;
+    TensorEntry a;
     a.name = "ada.int";
     a.input = a.output = ints.data();
-    a.count = 4;
+    a.shape = {4};
     a.dtype = DataType::kInt32;
-    a.op = ReduceOp::kAdasum;
-    Status s = rt.Allreduce(a, &w);
+    a.reduce_op = ReduceOp::kAdasum;
+    Status s = rt.EnqueueOne(TensorEntry(a), 0, &w);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_THAT(s.message(),
                 HasSubstr("tensor 'ada.int': Adasum takes float16, bfloat16, float32 or float64, not int32"));
@@ -264,7 +263,7 @@ TEST(AdasumAllreduce, RefusesIntegerDeviceAndReducescatterAtEnqueue) {
     a.input = a.output = floats.data();
     a.dtype = DataType::kFloat32;
     a.device = 0;
-    s = rt.Allreduce(a, &w);
+    s = rt.EnqueueOne(TensorEntry(a), 0, &w);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_THAT(s.message(), HasSubstr("tensor 'ada.gpu': Adasum takes host tensors only, and this one is on cuda:0"));
 
@@ -283,7 +282,7 @@ TEST(AdasumAllreduce, RefusesIntegerDeviceAndReducescatterAtEnqueue) {
     a.name = "ada.ok";
     a.device = -1;
     floats.assign(4, static_cast<float>(rank + 1));
-    ASSERT_TRUE(rt.Allreduce(a, &w).ok());
+    ASSERT_TRUE(rt.EnqueueOne(TensorEntry(a), 0, &w).ok());
     ASSERT_TRUE(w->Wait(kWait).ok());
     // Parallel vectors (1,1,1,1) and (2,2,2,2): a.b = 8, coefficients 1 - 8/8 = 0
     // and 1 - 8/32 = 3/4, so the result is 3/4 of the second: 1.5.

@@ -136,14 +136,14 @@ void RunCases(int size, const std::vector<Case>& cases, int64_t fusion_threshold
           const Case& c = cases[i];
           ins[i] = Encode(InputFor(rank, c.count, c.dtype, c.op, 1 + i), c.dtype);
           outs[i].assign(ins[i].size(), 0xAB);
-          AllreduceArgs a;
+          TensorEntry a;
           a.name = c.name;
           a.input = ins[i].data();
           a.output = c.in_place ? ins[i].data() : outs[i].data();
-          a.count = c.count;
+          a.shape = {c.count};
           a.dtype = c.dtype;
-          a.op = c.op;
-          Status s = rt.Allreduce(a, &works[i]);
+          a.reduce_op = c.op;
+          Status s = rt.EnqueueOne(TensorEntry(a), 0, &works[i]);
           ASSERT_TRUE(s.ok()) << c.name << ": " << s.ToString();
         }
         for (size_t i = 0; i < cases.size(); ++i) {
@@ -217,18 +217,18 @@ TEST_P(AllreduceSweep, PrescaledFusedTensorsAreExact) {
             outs.emplace_back(ins.back().size(), 0xAB);
             expect.push_back(Reference(size, count, t, op, 500 + i));
             for (double& v : expect.back()) v *= 6.0;
-            AllreduceArgs a;
+            TensorEntry a;
             a.name = "scaled." + std::to_string(i++);
             a.input = ins.back().data();
             a.output = in_place ? ins.back().data() : outs.back().data();
-            a.count = count;
+            a.shape = {count};
             a.dtype = t;
-            a.op = op;
+            a.reduce_op = op;
             a.prescale_factor = 2.0;
             a.postscale_factor = 3.0;
             works.emplace_back();
             names.push_back(a.name + (in_place ? " in place" : ""));
-            ASSERT_TRUE(rt.Allreduce(a, &works.back()).ok());
+            ASSERT_TRUE(rt.EnqueueOne(TensorEntry(a), 0, &works.back()).ok());
           }
     i = 0;
     for (DataType t : types)

@@ -25,12 +25,12 @@ TEST(Autotune, SearchesWhileResultsStayCorrect) {
       std::vector<std::vector<int32_t>> bufs(8, std::vector<int32_t>(4096, rank + step));
       std::vector<std::shared_ptr<Work>> works(8);
       for (int i = 0; i < 8; ++i) {
-        AllreduceArgs a;
+        TensorEntry a;
         a.name = "t" + std::to_string(i);
         a.input = a.output = bufs[i].data();
-        a.count = 4096;
+        a.shape = {4096};
         a.dtype = DataType::kInt32;
-        ASSERT_TRUE(rt.Allreduce(a, &works[i]).ok());
+        ASSERT_TRUE(rt.EnqueueOne(TensorEntry(a), 0, &works[i]).ok());
       }
       for (int i = 0; i < 8; ++i) {
         Status s = works[i]->Wait(std::chrono::milliseconds(20000));

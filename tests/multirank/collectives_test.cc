@@ -387,18 +387,16 @@ TEST(ProcessSets, TwoSetsConcurrentWithGlobalAllreduce) {
     EXPECT_EQ(set_rank, rank / 2);
     for (int step = 0; step < 20; ++step) {
       std::vector<int32_t> local(6, rank + step), global(6, rank);
-      AllreduceArgs a;
+      TensorEntry a;
       a.name = "set.grad";
       a.input = a.output = local.data();
-      a.count = 6;
+      a.shape = {6};
       a.dtype = DataType::kInt32;
-      a.process_set = mine;
       std::shared_ptr<Work> ws, wg;
-      ASSERT_TRUE(rt.Allreduce(a, &ws).ok());
+      ASSERT_TRUE(rt.EnqueueOne(TensorEntry(a), mine, &ws).ok());
       a.name = "global.grad";
       a.input = a.output = global.data();
-      a.process_set = 0;
-      ASSERT_TRUE(rt.Allreduce(a, &wg).ok());
+      ASSERT_TRUE(rt.EnqueueOne(TensorEntry(a), 0, &wg).ok());
       ASSERT_TRUE(ws->Wait(kWait).ok());
       ASSERT_TRUE(wg->Wait(kWait).ok());
       EXPECT_EQ(local[0], (rank % 2 == 0 ? 0 + 2 : 1 + 3) + 2 * step);
@@ -413,24 +411,22 @@ TEST(ProcessSets, TwoSetsConcurrentWithGlobalAllreduce) {
     }
     // A rank outside a set is refused with a clear message.
     std::vector<float> x(1);
-    AllreduceArgs a;
+    TensorEntry a;
     a.name = "outsider";
     a.input = a.output = x.data();
-    a.count = 1;
-    a.process_set = rank % 2 == 0 ? odd : even;
+    a.shape = {1};
     std::shared_ptr<Work> w;
-    Status s = rt.Allreduce(a, &w);
+    Status s = rt.EnqueueOne(TensorEntry(a), rank % 2 == 0 ? odd : even, &w);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_THAT(s.message(), HasSubstr("is not a member of process set"));
     // Removal, then use of the removed set.
     ASSERT_TRUE(rt.RemoveProcessSet(even).ok());
-    a.process_set = even;
-    s = rt.Allreduce(a, &w);
+    s = rt.EnqueueOne(TensorEntry(a), even, &w);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_THAT(s.message(), HasSubstr("process set 1 has been removed"));
     EXPECT_THAT(rt.RemoveProcessSet(even).message(), HasSubstr("has been removed"));
-    a.process_set = 99;
-    EXPECT_THAT(rt.Allreduce(a, &w).message(), HasSubstr("unknown process set 99"));
+    EXPECT_THAT(rt.EnqueueOne(TensorEntry(a), 99, &w).message(),
+                HasSubstr("unknown process set 99"));
   });
 }
 
@@ -440,25 +436,23 @@ TEST(ProcessSets, RanksOutsideASetAreNeverBlockedByIt) {
     ASSERT_TRUE(rt.AddProcessSet({0, 1}, &a).ok());
     ASSERT_TRUE(rt.AddProcessSet({2}, &b).ok());
     std::vector<float> x(3, 1);
-    AllreduceArgs args;
+    TensorEntry args;
     args.input = args.output = x.data();
-    args.count = 3;
+    args.shape = {3};
     std::shared_ptr<Work> w;
     if (rank < 2) {
       // Rank 1 submits 600 ms after rank 0: set A's tensor waits that long.
       if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(600));
       args.name = "slow.set";
-      args.process_set = a;
-      ASSERT_TRUE(rt.Allreduce(args, &w).ok());
+      ASSERT_TRUE(rt.EnqueueOne(TensorEntry(args), a, &w).ok());
       ASSERT_TRUE(w->Wait(kWait).ok());
       EXPECT_EQ(x[0], 2);
     } else {
       // Meanwhile rank 2 completes 20 collectives in set B.
       const auto t0 = std::chrono::steady_clock::now();
-      args.process_set = b;
       for (int i = 0; i < 20; ++i) {
         args.name = "fast." + std::to_string(i);
-        ASSERT_TRUE(rt.Allreduce(args, &w).ok());
+        ASSERT_TRUE(rt.EnqueueOne(TensorEntry(args), b, &w).ok());
         ASSERT_TRUE(w->Wait(kWait).ok());
       }
       EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));

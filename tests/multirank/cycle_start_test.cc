@@ -28,12 +28,12 @@ std::vector<std::shared_ptr<Work>> EnqueueSums(Runtime& rt, int rank, int n,
   std::vector<std::shared_ptr<Work>> works(n);
   for (int t = 0; t < n; ++t) {
     for (int i = 0; i < 8; ++i) (*in)[t][i] = static_cast<float>((rank + 1) * (t + i));
-    AllreduceArgs a;
+    TensorEntry a;
     a.name = "grad." + std::to_string(t);
     a.input = (*in)[t].data();
     a.output = (*out)[t].data();
-    a.count = 8;
-    EXPECT_TRUE(rt.Allreduce(a, &works[t]).ok());
+    a.shape = {8};
+    EXPECT_TRUE(rt.EnqueueOne(TensorEntry(a), 0, &works[t]).ok());
   }
   return works;
 }
@@ -99,13 +99,13 @@ TEST(CycleStart, WorkEnqueuedDuringACycleWaitsForItsBurstToEnd) {
     std::vector<float> x_in(4, rank + 1.0f), x_out(4), y1_in(4, 10.0f * (rank + 1)), y1_out(4),
         y2_in(4, 100.0f * (rank + 1)), y2_out(4);
     auto enqueue = [&](const char* name, std::vector<float>& in, std::vector<float>& out) {
-      AllreduceArgs a;
+      TensorEntry a;
       a.name = name;
       a.input = in.data();
       a.output = out.data();
-      a.count = 4;
+      a.shape = {4};
       std::shared_ptr<Work> w;
-      EXPECT_TRUE(rt.Allreduce(a, &w).ok());
+      EXPECT_TRUE(rt.EnqueueOne(TensorEntry(a), 0, &w).ok());
       return w;
     };
     std::shared_ptr<Work> x, y1, y2;

@@ -82,12 +82,12 @@ TEST(Timeline, TracesEveryPhaseOfEveryTensorAndStaysValidWhileRunning) {
         std::vector<std::vector<float>> bufs(3, std::vector<float>(64, 1.0f));
         std::vector<std::shared_ptr<Work>> works(3);
         for (int i = 0; i < 3; ++i) {
-          AllreduceArgs a;
+          TensorEntry a;
           a.name = "layer" + std::to_string(i) + ".grad";
           a.input = a.output = bufs[i].data();
-          a.count = 64;
+          a.shape = {64};
           if (i == 2) a.prescale_factor = 0.5;
-          ASSERT_TRUE(rt.Allreduce(a, &works[i]).ok());
+          ASSERT_TRUE(rt.EnqueueOne(TensorEntry(a), 0, &works[i]).ok());
         }
         for (auto& w : works) ASSERT_TRUE(w->Wait(std::chrono::milliseconds(20000)).ok());
       }

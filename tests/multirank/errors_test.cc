@@ -74,17 +74,17 @@ TEST(Errors, SameNameTwiceInFlightIsRefusedLocally) {
   std::atomic<bool> tried{false};
   RunRanks(2, [&](int rank, Runtime& rt) {
     std::vector<float> a(8, 1), b(8, 1);
-    AllreduceArgs args;
+    TensorEntry args;
     args.name = "dup";
     args.input = a.data();
     args.output = a.data();
-    args.count = 8;
+    args.shape = {8};
     std::shared_ptr<Work> first, second;
     if (rank == 0) {
-      ASSERT_TRUE(rt.Allreduce(args, &first).ok());
+      ASSERT_TRUE(rt.EnqueueOne(TensorEntry(args), 0, &first).ok());
       args.input = b.data();
       args.output = b.data();
-      Status s = rt.Allreduce(args, &second);
+      Status s = rt.EnqueueOne(TensorEntry(args), 0, &second);
       EXPECT_EQ(s.code(), StatusCode::kInvalidUsage);
       EXPECT_THAT(s.message(), HasSubstr("'dup' is already in flight"));
       tried = true;
@@ -93,7 +93,7 @@ TEST(Errors, SameNameTwiceInFlightIsRefusedLocally) {
       while (!tried && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       ASSERT_TRUE(tried);
-      ASSERT_TRUE(rt.Allreduce(args, &first).ok());
+      ASSERT_TRUE(rt.EnqueueOne(TensorEntry(args), 0, &first).ok());
     }
     Status s = first->Wait(std::chrono::milliseconds(20000));
     ASSERT_TRUE(s.ok()) << s.ToString();
@@ -105,36 +105,35 @@ TEST(Errors, BadArgumentsGetTheirOwnStatus) {
   RunRanks(1, [&](int, Runtime& rt) {
     std::vector<float> a(4);
     std::shared_ptr<Work> w;
-    AllreduceArgs args;
+    TensorEntry args;
     args.name = "neg";
     args.input = a.data();
     args.output = a.data();
-    args.count = -3;
-    Status s = rt.Allreduce(args, &w);
+    args.shape = {-3};
+    Status s = rt.EnqueueOne(TensorEntry(args), 0, &w);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-    EXPECT_THAT(s.message(), HasSubstr("negative count -3"));
-    args.count = 4;
+    EXPECT_THAT(s.message(), HasSubstr("tensor 'neg': negative dimension -3"));
+    args.shape = {4};
     args.input = nullptr;
-    s = rt.Allreduce(args, &w);
+    s = rt.EnqueueOne(TensorEntry(args), 0, &w);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_THAT(s.message(), HasSubstr("input buffer is null"));
     args.input = a.data();
     args.name = std::string(kMaxTensorNameLength + 1, 'x');
-    s = rt.Allreduce(args, &w);
+    s = rt.EnqueueOne(TensorEntry(args), 0, &w);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_THAT(s.message(), HasSubstr("longer than the limit of 1024"));
-    // F3/F4: counts whose bytes overflow are refused, not run.
+    // Counts whose bytes overflow are refused, not run.
     args.name = "huge";
-    args.count = int64_t{1} << 61;
-    s = rt.Allreduce(args, &w);
+    args.shape = {int64_t{1} << 61};
+    s = rt.EnqueueOne(TensorEntry(args), 0, &w);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_THAT(s.message(), HasSubstr("more than 2^48 elements"));
-    args.count = std::numeric_limits<int64_t>::max();
-    EXPECT_EQ(rt.Allreduce(args, &w).code(), StatusCode::kInvalidArgument);
-    args.count = 4;
+    args.shape = {std::numeric_limits<int64_t>::max()};
+    EXPECT_EQ(rt.EnqueueOne(TensorEntry(args), 0, &w).code(), StatusCode::kInvalidArgument);
+    args.shape = {4};
     args.name = "unknown-set";
-    args.process_set = 17;
-    s = rt.Allreduce(args, &w);
+    s = rt.EnqueueOne(TensorEntry(args), 17, &w);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_THAT(s.message(), HasSubstr("unknown process set 17"));
   });
@@ -177,12 +176,10 @@ TEST(Errors, GroupSizeMismatchFailsTheWholeGroupEverywhere) {
       std::vector<std::vector<float>> bufs(n, std::vector<float>(4, 1.0f));
       std::vector<TensorEntry> group;
       for (int i = 0; i < n; ++i) {
-        AllreduceArgs a;
-        a.name = "group." + std::to_string(i);
-        a.input = a.output = bufs[i].data();
-        a.count = 4;
         TensorEntry e;
-        ASSERT_TRUE(MakeAllreduceEntry(a, &e).ok());
+        e.name = "group." + std::to_string(i);
+        e.input = e.output = bufs[i].data();
+        e.shape = {4};
         e.group_id = 100 + round + rank;  // each rank numbers its groups itself
         e.group_size = n;
         group.push_back(std::move(e));

@@ -18,12 +18,12 @@ void Step(Runtime& rt, int rank, int size, int n, int64_t count, int step) {
   std::vector<std::shared_ptr<Work>> works(n);
   for (int i = 0; i < n; ++i) {
     bufs[i].assign(count, rank + i + step);
-    AllreduceArgs a;
+    TensorEntry a;
     a.name = "t" + std::to_string(i);
     a.input = a.output = bufs[i].data();
-    a.count = count;
+    a.shape = {count};
     a.dtype = DataType::kInt32;
-    ASSERT_TRUE(rt.Allreduce(a, &works[i]).ok());
+    ASSERT_TRUE(rt.EnqueueOne(TensorEntry(a), 0, &works[i]).ok());
   }
   for (int i = 0; i < n; ++i) {
     Status s = works[i]->Wait(std::chrono::milliseconds(30000));

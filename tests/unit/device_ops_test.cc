@@ -104,14 +104,14 @@ TEST(DeviceOps, WithoutCudaCreatingTheBackendIsInvalidUsage) {
 TEST(DeviceOps, DeviceTensorWithHostMemoryIsRefusedAndHostWorkGoesOn) {
   testing::RunRanks(1, [&](int, Runtime& rt) {
     std::vector<float> buf(4, 1.0f);
-    AllreduceArgs a;
+    TensorEntry a;
     a.name = "dev";
     a.input = buf.data();
     a.output = buf.data();
-    a.count = 4;
+    a.shape = {4};
     a.device = 0;
     std::shared_ptr<Work> work;
-    Status s = rt.Allreduce(a, &work);
+    Status s = rt.EnqueueOne(TensorEntry(a), 0, &work);
     EXPECT_TRUE(s.code() == StatusCode::kInvalidUsage || s.code() == StatusCode::kInvalidArgument)
         << s.ToString();
     EXPECT_NE(s.message().find("'dev'"), std::string::npos) << s.message();
@@ -120,7 +120,7 @@ TEST(DeviceOps, DeviceTensorWithHostMemoryIsRefusedAndHostWorkGoesOn) {
     }
 
     a.device = -2;
-    s = rt.Allreduce(a, &work);
+    s = rt.EnqueueOne(TensorEntry(a), 0, &work);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
 
     std::vector<float> out(4);
