@@ -26,9 +26,8 @@
 // --barrier picks the barrier that starts every timed step, for every peer:
 // dprun's (default; shared memory between ranks on one host) or Gloo's (TCP). A
 // step's time is the slowest rank's, from its own barrier exit, so it includes
-// how far apart the barrier released the ranks: on a loaded 2-core machine
-// Gloo's over loopback TCP released 2 ranks 0.07-0.9 ms apart, dprun's 38 us
-// apart (median; 180 us at most over 300 barriers).
+// how far apart the barrier released the ranks, which for Gloo's TCP barrier is
+// far more than for dprun's (docs/benchmarks.md, "The machine").
 // --layout bucket lays each workload's tensors end to end in one send and one
 // receive buffer (a framework's gradient bucket) instead of one allocation each.
 // --mpi-csv adds the dprun/mpi ratio from an mpi_allreduce_bench CSV of the same

@@ -56,9 +56,8 @@ class Autotuner {
 
   const Setting& current() const { return current_; }
   bool done() const { return phase_ == Phase::kDone; }
-  // The best setting found so far and its score (bytes per second).
+  // The best setting found so far.
   const Setting& best() const { return best_; }
-  double best_score() const { return best_score_; }
 
  private:
   enum class Phase { kThresholds, kCycleTimes, kThresholdsAgain, kDone };

@@ -4,10 +4,6 @@
 
 namespace hvd {
 
-bool ResponseCache::SameRequest(const proto::Request& a, const proto::Request& b) {
-  return a.name() == b.name() && SameParameters(a, b);
-}
-
 bool ResponseCache::SameParameters(const proto::Request& a, const proto::Request& b) {
   auto same_repeated = [](const auto& x, const auto& y) {
     if (x.size() != y.size()) return false;

@@ -77,10 +77,9 @@ class ResponseCache {
   size_t words() const { return (capacity_ + 63) / 64; }
 
   // True when the two requests ask for the same collective with the same
-  // parameters. The group id is not compared: each grouped call gets a new one,
-  // and a group's tensors are enqueued together, so they hit together anyway.
-  static bool SameRequest(const proto::Request& a, const proto::Request& b);
-  // The same without the name (which a lookup has already matched).
+  // parameters, names aside (a lookup has already matched the name). The group id
+  // is not compared: each grouped call gets a new one, and a group's tensors are
+  // enqueued together, so they hit together anyway.
   static bool SameParameters(const proto::Request& a, const proto::Request& b);
 
  private:

@@ -17,8 +17,7 @@
 //      again once the burst may have been quiet for a tenth, but not sooner than
 //      the burst has lasted so far: a long burst (a backward pass's hooks, tens
 //      of microseconds apart) wakes the loop a few times, not once per tenth
-//      (issue 25: ~130 wakes a step, each preempting the training thread on a
-//      shared core). Rule 4 still starts the cycle at once for a blocking caller.
+//      (each wake preempts the training thread on a shared core). Rule 4 still starts the cycle at once for a blocking caller.
 //   4. With new work, a Flush (a caller about to block on its work) starts the
 //      cycle at once. Without new work a Flush does nothing.
 //   5. Otherwise the cycle starts when it is due (the plain cadence).

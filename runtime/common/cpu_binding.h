@@ -4,9 +4,8 @@
 //
 // A rank has a caller thread and a background thread that hand each step's work to
 // each other; bound together, they share a core's caches, and ranks stop landing on
-// one core while another idles. Measured on a 2-core VM, 2 ranks, 1000 x 4 KiB
-// all-reduces per step: 5-10 % off the step time run alone, ~30 % next to Gloo
-// peers in the benchmark (docs/benchmarks.md, "Ranks bound to cores"). Open MPI
+// one core while another idles, which shortens a step of many small all-reduces
+// on a busy machine (docs/benchmarks.md, "Ranks bound to cores"). Open MPI
 // binds ranks to cores by default at 2 ranks; dprun leaves it off by
 // default, since a rank's own threads (PyTorch's intra-op pool, data loaders) then
 // share only its block of CPUs.

@@ -1,9 +1,8 @@
 // Dims: a tensor's shape, held inline up to kInline dimensions.
 //
-// Every enqueued entry carries its shape, and a step enqueues one per gradient: as a
-// std::vector each cost an allocation on enqueue and a free when its queue node was
-// reused (~150 instructions a tensor at 1000 x 4 KiB, callgrind). Shapes of more
-// than kInline dimensions go to the heap. Reads like a std::vector<int64_t>
+// Every enqueued entry carries its shape, and a step enqueues one per gradient: a
+// std::vector would cost an allocation on each enqueue and a free when its queue
+// node is reused. Shapes of more than kInline dimensions go to the heap. Reads like a std::vector<int64_t>
 // (iteration, size, indexing, assign from a range) and converts to and from one.
 #ifndef HVD_RUNTIME_COMMON_DIMS_H_
 #define HVD_RUNTIME_COMMON_DIMS_H_

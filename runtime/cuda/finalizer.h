@@ -7,8 +7,8 @@
 // signal and wakes the finalizer thread, which completes the Works. The device
 // stream itself carries no host function, so the collectives behind it are not
 // held up, and the training thread's kernel launches do not contend with a
-// thread querying events every few microseconds (issue 25: that doubled the cost
-// of cudaLaunchKernel). Signals fire in the order they were pushed (one stream).
+// thread querying events every few microseconds (such polling slows every
+// cudaLaunchKernel of the caller). Signals fire in the order they were pushed (one stream).
 //
 // While work is pending the finalizer wakes every ~10 ms to poll the communicator
 // for asynchronous errors (ncclCommGetAsyncError) and to check the timeout: if the

@@ -109,8 +109,6 @@ class Executor {
   // breaks the communicator (peers may be waiting in the creation).
   using DeviceOpsFactory = std::function<Status(int device, std::unique_ptr<DeviceOps>* out)>;
   void SetDeviceOpsFactory(DeviceOpsFactory factory) { device_factory_ = std::move(factory); }
-  // Or a DeviceOps made beforehand (tests).
-  void SetDeviceOps(std::unique_ptr<DeviceOps> ops) { device_ops_ = std::move(ops); }
 
  private:
   Status ExecuteOnDevice(const Response& r, const std::vector<TensorEntry*>& entries);

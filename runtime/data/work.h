@@ -97,8 +97,7 @@ class Work {
   // before sleeping, so the background thread's completion loop does not pay a
   // futex wake and a context switch per tensor. Not on a thread bound to one CPU
   // (dprun --bind-to core with a core per rank): the background thread shares it,
-  // and every microsecond spun is one it cannot run (4 spins a step of 1000 x
-  // 4 KiB cost ~80 us there).
+  // and every microsecond spun is one it cannot run.
   Status Wait(std::chrono::milliseconds timeout) const {
     if (done_.load(std::memory_order_acquire)) return status_;
     if (!SleepUntil([this] { return done_.load(std::memory_order_seq_cst); }, timeout))

@@ -51,8 +51,8 @@ class HierarchicalBackend : public Backend {
   // Flat: the flat backend's own piecewise all-reduce (no copies where it has one);
   // hierarchical: the pieces packed into one buffer and back, in chunks of
   // kPipelineChunk bytes with the copies on a helper thread while the previous
-  // chunk is all-reduced (one host's phases and the wire then overlap the copies:
-  // ResNet-50 at 2 x 2 ranks, 1 Gbit/s, 975 ms without, 95% of the link with).
+  // chunk is all-reduced (one host's phases and the wire then overlap the copies;
+  // docs/benchmarks.md has the figures).
   bool SupportsPieces() const override { return true; }
   Status AllreducePieces(const std::vector<AllreducePiece>& pieces, DataType dtype, ReduceOp op,
                          const FinishFn& finish) override;

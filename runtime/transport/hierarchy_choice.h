@@ -1,8 +1,8 @@
 // HierarchyChoice: which all-reduce a communicator that spans hosts runs for a
 // message of a given size, the hierarchical one (shared memory inside each host,
 // Gloo across) or the flat one (Gloo's ring over every rank), chosen by measuring
-// both (issue 28: the hierarchical path wins at 1 Gbit/s, where the network is the
-// bottleneck, and can lose where the link is as fast as the copies it adds).
+// both: the hierarchical path wins where the network is the bottleneck, and can
+// lose where the link is as fast as the copies it adds.
 //
 // Sizes fall in classes of a factor of 4 (SizeClass). In auto mode, the first
 // 2 x kSamples all-reduces of a class alternate hierarchical, flat, hierarchical,

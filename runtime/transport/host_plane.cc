@@ -75,15 +75,6 @@ Status ExchangeHostInfo(Store* store, int rank, int size, const HostInfo& mine,
   return Status::OK();
 }
 
-const char* HostPathName(HostPath p) {
-  switch (p) {
-    case HostPath::kShm: return "shm";
-    case HostPath::kHierarchical: return "hierarchical";
-    case HostPath::kGloo: break;
-  }
-  return "gloo";
-}
-
 Placement PlaceRanks(const std::vector<int>& global_ranks, const std::vector<HostInfo>& info) {
   Placement p;
   std::vector<std::string> ids;

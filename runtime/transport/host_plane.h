@@ -46,7 +46,6 @@ Status ExchangeHostInfo(Store* store, int rank, int size, const HostInfo& mine,
                         std::chrono::milliseconds timeout, std::vector<HostInfo>* all);
 
 enum class HostPath { kGloo, kShm, kHierarchical };
-const char* HostPathName(HostPath p);
 
 // Where a communicator's ranks are: hosts numbered by first appearance in
 // communicator order, and each rank's index among its host's ranks.

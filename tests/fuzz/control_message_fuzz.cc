@@ -165,7 +165,7 @@ void CheckExecutable(const hvd::proto::ResponseList& list, int size) {
 // run can look for new ones. Delete an entry once its fix lands.
 bool KnownIssue(const hvd::proto::RequestList& list) {
   for (const auto& r : list.requests()) {
-    // F3: the sending rank's ValidateEntry bounds element counts (2^48) and split
+    // The sending rank's ValidateEntry bounds element counts (2^48) and split
     // sums, but the coordinator trusts its peers and computes sizes in int64 without
     // overflow checks (negotiation.cc NumElements, BuildResponse, BuildSplitMatrix;
     // fusion_planner.cc ResponseTensorBytes). Skip shapes or splits past 2^50.

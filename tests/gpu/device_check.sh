@@ -3,8 +3,8 @@
 # GPU tests (tests/gpu/*_test.cc), the allreduce bandwidth benchmark
 # (gpu_bandwidth: NCCL at one rank, 1 MB to 1 GB; host staging with 2 and 4 ranks
 # sharing the GPU) and, where torch with CUDA and torchvision are importable, the
-# training-step benchmark bench/gpu_step.py (plain torch, hvd, DDP; issue 25). Sized for one H200: about 3 to 5 minutes with the build, under
-# 2 without it; each step has its own timeout, the whole stays under 6 minutes.
+# training-step benchmark bench/gpu_step.py (plain torch, hvd, DDP). Sized for one
+# H200: about 3 to 5 minutes with the build, under 2 without it; each step has its own timeout, the whole stays under 6 minutes.
 #
 #   tests/gpu/device_check.sh                  build in build-gpu, then run
 #   tests/gpu/device_check.sh --prebuilt DIR   run the binaries that
@@ -106,7 +106,7 @@ note "gpu_bandwidth: exit $rc"
 [ $rc -ne 0 ] && status=1
 [ -s "$out/bandwidth.md" ] && tee -a "$summary" <"$out/bandwidth.md"
 
-# The training step (issue 25): plain torch, hvd.DistributedOptimizer and DDP,
+# The training step: plain torch, hvd.DistributedOptimizer and DDP,
 # interleaved in one process; needs the Python binding's libhvd with CUDA.
 libhvd=$build/libhvd.so
 [ -n "$prebuilt" ] && libhvd=$prebuilt/libhvd.so

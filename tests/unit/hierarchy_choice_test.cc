@@ -1,4 +1,4 @@
-// HierarchyChoice and HierarchicalBackend's use of it (issue 28): each size class
+// HierarchyChoice and HierarchicalBackend's use of it: each size class
 // alternates both paths for its first calls, then settles on the one whose median,
 // summed over the ranks by the flat backend, is smaller; forced modes never measure.
 #include "runtime/transport/hierarchy_choice.h"

@@ -360,7 +360,7 @@ TEST(RuntimeOptionsTest, CacheCapacityHasACeilingNamedInTheError) {
   EXPECT_EQ(Parse({{"HOROVOD_CACHE_CAPACITY", "65537"}}, &o).code(), StatusCode::kInvalidArgument);
 }
 
-// "0 1" must not read as rank 1 (the space used to be skipped inside a number).
+// "0 1" must not read as rank 1 (a space inside a number is refused, not skipped).
 TEST(RuntimeOptionsTest, ProcessSetsRefuseSpacesInsideARankList) {
   EXPECT_EQ(ParseOk({{"HVD_SIZE", "4"}, {"HVD_PROCESS_SETS", " 0 , 1 ; 2,3 "}}).process_sets,
             (std::vector<std::vector<int>>{{0, 1}, {2, 3}}));

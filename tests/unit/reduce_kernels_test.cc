@@ -629,9 +629,9 @@ TEST(DivideBufferDeathTest, NonPositiveDivisorIsABrokenInvariant) {
   EXPECT_DEATH(DivideBuffer(DataType::kFloat32, buf, 1, -2), "divisor > 0");
 }
 
-// Regression (fixed in af21dad): the divisor used to be narrowed to the element type,
-// so an 8-bit average over more than 127/255 contributors divided by the wrong number
-// (200 became -56 for int8, 300 became 44 for uint8; 256 became 0, a SIGFPE).
+// The divisor is not narrowed to the element type: an 8-bit average over more than
+// 127/255 contributors divides by the right number (narrowed, 200 would become -56
+// for int8, 300 would become 44 for uint8, and 256 would become 0, a SIGFPE).
 TEST(DivideBufferTest, EightBitIntegersWithADivisorBeyondTheirRange) {
   int8_t i8[] = {127, -128, 100};
   DivideBuffer(DataType::kInt8, i8, 3, 200);

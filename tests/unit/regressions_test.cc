@@ -1,4 +1,5 @@
-// Regression tests for bugs found by fuzzing and the bad-call table (issue 6).
+// Regression tests for bugs found by fuzzing and by the table of bad calls
+// (docs/c_api_errors.md).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,7 +12,7 @@
 namespace hvd {
 namespace {
 
-// F2: a huge timeout waited not at all (the conversion to nanoseconds overflowed).
+// A huge timeout waited not at all (the conversion to nanoseconds overflowed).
 TEST(Regressions, HugeWaitTimeoutWaitsForCompletion) {
   Work w("x");
   std::thread t([&] {
@@ -23,7 +24,7 @@ TEST(Regressions, HugeWaitTimeoutWaitsForCompletion) {
   EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
-// F5: with ranks joined, a tensor that several live ranks submit was listed ready
+// With ranks joined, a tensor that several live ranks submit was listed ready
 // once per submission, and BuildResponse aborted on the second.
 TEST(Regressions, JoinedTensorIsReadyOnce) {
   MessageTable table(3);
@@ -40,7 +41,7 @@ TEST(Regressions, JoinedTensorIsReadyOnce) {
   for (const auto& name : ready) table.BuildResponse(name);
 }
 
-// F1: a subnormal scale factor made the coordinator's message formatting throw.
+// A subnormal scale factor made the coordinator's message formatting throw.
 TEST(Regressions, SubnormalScaleFactorsAreComparedWithoutThrowing) {
   proto::Request a, b;
   for (auto* r : {&a, &b}) {

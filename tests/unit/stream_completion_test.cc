@@ -195,7 +195,7 @@ struct NullFence : DeviceFence {
 
 // A runtime-owned result in device memory (allgather, alltoall, reducescatter of a
 // GPU tensor) is readable once queued: its address, size and shape are final, and
-// the reader orders its stream after the collective (hvd_handle_result, issue 25).
+// the reader orders its stream after the collective (hvd_handle_result).
 TEST(StreamCompletion, ADeviceResultIsReadableOnceQueued) {
   Work w("gathered");
   EXPECT_EQ(w.ResultReady().code(), StatusCode::kInProgress);

@@ -300,7 +300,7 @@ class Frontend:
 
     def allreduce_async(self, tensor, average=None, name=None, op=None, prescale_factor=1.0,
                         postscale_factor=1.0, process_set=None, inplace=False):
-        # The hot path of a gradient hook (issue 25): one placement, the argument
+        # The hot path of a gradient hook: one placement, the argument
         # struct built in one constructor call, shape arrays and encoded names
         # cached, ctypes passing references itself.
         if average is not None or op not in _OP_NAMES:

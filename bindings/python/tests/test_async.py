@@ -141,7 +141,7 @@ def test_autograd_through_allreduce_and_allgather():
     assert z.grad.shape == z.shape and (z.grad == 2).all()
 
 
-# ---- PreparedAllreduce: the gradient hook's hot path (issue 25) ----------------------
+# ---- PreparedAllreduce: the gradient hook's hot path ----------------------
 
 def test_prepared_allreduce_matches_the_general_path_each_start():
     from hvd.torch.mpi_ops import _ops

@@ -147,7 +147,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._group_counts = {}
 
         # As Horovod: a job of one rank has nothing to average, so no hooks (the
-        # step is the wrapped optimizer's own, issue 25); an elastic job may grow.
+        # step is the wrapped optimizer's own); an elastic job may grow.
         if self.process_set.included() and (basics.size() > 1 or _elastic_job()):
             self._register_hooks()
 
@@ -349,8 +349,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def zero_grad(self, *args, **kwargs):
         # The wrapped class's own default for set_to_none (True from torch 2.0): a
         # gradient set to None is not filled with zeros, and backward then writes
-        # the new one instead of adding it to zeros (issue 25: one fill_ and one
-        # add_ kernel per gradient per step when this forced False).
+        # the new one instead of adding it to zeros (forcing False would cost a
+        # fill_ and an add_ kernel per gradient per step).
         if self._handles:
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() "
                                  "but before optimizer.step() or optimizer.synchronize(). "
