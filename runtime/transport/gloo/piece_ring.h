@@ -48,30 +48,15 @@
 
 #include <gloo/context.h>
 
-#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "runtime/common/backend.h"
 #include "runtime/common/types.h"
+#include "runtime/transport/gloo/ring_schedule.h"
 
 namespace hvd {
-
-struct PieceRingOptions {
-  size_t segment_bytes = 1 << 20;       // largest message on the wire
-  // Blocks (a rank's share of the buffer) of at most small_block_bytes go in
-  // messages of up to small_block_segment_bytes instead: each message costs a
-  // wake-up of Gloo's thread and of the caller, which for a few MiB outweighs what
-  // finer pipelining gains. Measured at 2 hosts, 10 Gbit/s (docs/benchmarks.md):
-  // 16 MB in 4 MiB messages 11% faster than in 1 MiB ones, 4 MB 3-4%; ResNet-50's
-  // 102 MB the same; but at 4 hosts, 1 Gbit/s, ResNet-50 (25 MB blocks) 16%
-  // slower, hence the bound.
-  size_t small_block_bytes = 8 << 20;
-  size_t small_block_segment_bytes = 4 << 20;
-  size_t direct_min_bytes = 64 << 10;   // smaller tensors go through the staging area
-  size_t max_scratch_bytes = 64 << 20;  // reduce-scatter receives posted ahead
-};
 
 class PieceRing {
  public:
