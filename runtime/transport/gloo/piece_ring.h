@@ -1,47 +1,33 @@
 // PieceRing: a ring all-reduce over a list of tensors (Backend::AllreducePieces) on
-// Gloo's TCP transport, reading and writing large tensors in place.
+// Gloo's TCP transport, reading and writing large tensors in place, with no fusion
+// buffer: the ring runs over the tensors as if laid end to end (one buffer is the
+// case of a single piece). Which messages each rank sends and receives, in which
+// order, is the schedule (ring_schedule.h, which defines extents, blocks, segments,
+// steps and slots); PieceRing executes this rank's plan over Gloo's unbound
+// buffers.
 //
-// Gloo's own ring all-reduce takes one contiguous buffer, so a fused all-reduce of
-// many tensors used to cost "copy into a fusion buffer, all-reduce, copy out": on
-// ResNet-50's 102 MB of gradients, 2 x 12 ms of cold copies per step around 100 ms on
-// a 10 Gbit/s wire. Here the ring runs over the tensors as if laid end to end (one
-// buffer is the case of a single piece):
-//
-// - The logical buffer is split into one block per rank and each block into
-//   segments of at most `segment_bytes` (of `small_block_segment_bytes` when no
-//   block exceeds `small_block_bytes`). A tensor of at least `direct_min_bytes`
-//   (or a smaller one with no small neighbour) is sent from, reduced into and
-//   received into its own memory. Runs of smaller tensors are gathered into a
-//   staging area segment by segment, right before the segment is first sent or
+// - Where a segment lives. A segment of a direct extent is sent from, reduced into
+//   and received into its tensor's memory. So is a segment of small tensors that
+//   lie end to end in this rank's memory, inputs and outputs alike (views of one
+//   buffer: a framework's gradient bucket). Any other segment of a staged extent
+//   goes through the staging area: gathered right before it is first sent or
 //   reduced, and scattered out right after its final bytes arrive, so those copies
-//   overlap the segments still on the wire (one thread, no helper). A segment of
-//   small tensors that lie end to end in this rank's memory, inputs and outputs
-//   alike (views of one buffer: a framework's gradient bucket), is not staged but
-//   read and written in place like a large tensor. Segments are cut from the
-//   counts alone, so each rank chooses for its own memory and the messages match.
-// - Reduce-scatter then allgather, as in Gloo's ring: at reduce-scatter step s rank
-//   r sends block r-s-1 to r+1 and reduces block r-s-2 received from r-1; the block
-//   it holds fully reduced at the end (its own, r) is finished (averaged,
-//   post-scaled) and circulates in the allgather. A reduce-scatter stops there. Every received segment is forwarded as soon as it
-//   has been reduced, so segments stream around the ring without step barriers.
-// - Gloo's unbound buffers send a message only once the receiver has posted its
-//   receive, and that notice travels behind the data already queued on the
-//   connection. Posted a few at a time, receives halve each direction's rate
-//   (measured: ResNet-50's reduce-scatter at 10 Gbit/s took twice the wire's time).
-//   So all receives are posted before any data is sent: the allgather's straight
-//   into the tensors (or the staging area), the reduce-scatter's into scratch slots,
-//   as many as `max_scratch_bytes` holds (the rest as slots free up), on a slot
-//   of their own so the two phases' messages never wait on each other's order.
-//
-// Every rank derives the same blocks and segments from the same counts, so the
-// messages match one for one (one Gloo slot per phase, FIFO per pair). Results are
-// bitwise identical on every rank: each block is reduced once, by its owner's chain,
-// and copied to the others.
+//   overlap the segments still on the wire (one thread, no helper). Each rank
+//   places the segments for its own memory; the messages are the plan's either way.
+// - Posting ahead. Gloo's unbound buffers send a message only once the receiver
+//   has posted its receive, and that notice travels behind the data already queued
+//   on the connection. Posted a few at a time, receives halve each direction's rate
+//   (docs/benchmarks.md, "The Gloo ring over the tensors"). So all receives are
+//   posted before any data is sent: the allgather's straight into place (the
+//   tensors or the staging area), the reduce-scatter's into the plan's slots (the
+//   rest as slots free up), each phase on a Gloo slot of its own so the two phases'
+//   messages never wait on each other's order.
 //
 // Errors: Gloo's exceptions (timeouts included, bounded by the context's timeout)
 // propagate to the caller (GlooBackend::Guard turns them into a Status).
-// Memory: the staging area (the small tensors' bytes) and the scratch slots (at
-// most max_scratch_bytes) keep their largest size, like a fusion buffer.
+// Memory: the staging area (the small tensors' bytes), the scratch area (at most
+// max_scratch_bytes, or one segment) and the plan keep their largest size, like a
+// fusion buffer.
 // Not thread-safe: one call at a time, from the backend's thread.
 #ifndef HVD_RUNTIME_TRANSPORT_GLOO_PIECE_RING_H_
 #define HVD_RUNTIME_TRANSPORT_GLOO_PIECE_RING_H_
@@ -88,6 +74,8 @@ class PieceRing {
 
   std::shared_ptr<gloo::Context> context_;
   PieceRingOptions options_;
+  std::vector<int64_t> counts_;  // the pieces' counts, for PlanRing
+  RingPlan plan_;
   std::vector<uint8_t> staging_;
   std::vector<uint8_t> scratch_;
   int64_t staged_bytes_ = 0;
