@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <utility>
 
 #include "launcher/local_spawner.h"
 #include "launcher/prefixed_line_writer.h"
 #include "runtime/store/net_address.h"
+#include "runtime/store/socket_io.h"
 
 extern char** environ;
 
@@ -51,6 +53,27 @@ Status ChooseAddresses(const LauncherOptions& options, std::vector<HostSlots>* h
     else
       HVD_RETURN_IF_ERROR(ResolveAddress(machine(h.host), &h.address));
   }
+  return Status::OK();
+}
+
+// torch.distributed's env:// rendezvous, as torchrun gives it: rank 0's host and a
+// port for torch's own store there (a free one when that host is this machine, else
+// one in 29500..30499 picked by the job id), unless dprun's environment sets them.
+Status ChooseTorchMaster(const HostSlots& rank0_host, bool rank0_local, const std::string& job_id,
+                         JobEndpoint* endpoint) {
+  if (std::getenv("MASTER_ADDR") == nullptr)
+    endpoint->master_addr = rank0_host.address.empty() ? rank0_host.host : rank0_host.address;
+  if (std::getenv("MASTER_PORT") != nullptr) return Status::OK();
+  if (!rank0_local) {
+    endpoint->master_port =
+        std::to_string(29500 + std::stoul(job_id.substr(0, 6), nullptr, 16) % 1000);
+    return Status::OK();
+  }
+  int fd = -1, port = 0;
+  HVD_RETURN_IF_ERROR(ListenTcp(rank0_host.address, 0, &fd, &port)
+                          .Prepend("choosing MASTER_PORT (or set MASTER_PORT)"));
+  ::close(fd);
+  endpoint->master_port = std::to_string(port);
   return Status::OK();
 }
 
@@ -147,6 +170,7 @@ Status SetUpJob(const LauncherOptions& options, const Reporter& reporter, JobSet
   std::vector<bool> local;
   std::string store_host;
   HVD_RETURN_IF_ERROR(ChooseAddresses(options, &hosts, &local, &store_host));
+  HVD_RETURN_IF_ERROR(ChooseTorchMaster(hosts[0], local[0], endpoint.job_id, &endpoint));
 
   TcpStoreServer::Options store_options;
   store_options.host = store_host;

@@ -6,6 +6,9 @@
 //      machine; otherwise on the IPv4 address of --network-interface, or the source
 //      address of the route to the first remote host. A host that is this machine gets
 //      the store's address as its Gloo address; a remote host its own, resolved here;
+//      torch.distributed's MASTER_ADDR is rank 0's host and MASTER_PORT a free port
+//      there (when that host is this machine; else 29500 + a number from the job id
+//      below 1000), each unless dprun's own environment sets it;
 //   3. starts the TcpStoreServer there, on an ephemeral port (its log lines go to the
 //      reporter's fd as "dprun: store: ...");
 //   4. places the ranks (rank_placement.h) and marks each local or remote;

@@ -16,6 +16,13 @@ EnvVars TopologyVariables(const RankTopology& t, const std::string& host) {
     for (const auto& [name, value] : values)
       vars.emplace_back(prefix + std::string(name), std::to_string(value));
   vars.emplace_back("HOROVOD_HOSTNAME", host);
+  const std::pair<const char*, int> torchrun[] = {
+      {"RANK", t.rank},
+      {"WORLD_SIZE", t.size},
+      {"LOCAL_RANK", t.local_rank},
+      {"LOCAL_WORLD_SIZE", t.local_size},
+  };
+  for (const auto& [name, value] : torchrun) vars.emplace_back(name, std::to_string(value));
   return vars;
 }
 
@@ -67,6 +74,8 @@ Status PlaceRanks(int num_ranks, const std::vector<HostSlots>& hosts, const JobE
           {"HVD_JOB_ID", job.job_id},
       };
       p.env.insert(p.env.end(), job_vars.begin(), job_vars.end());
+      if (!job.master_addr.empty()) p.env.emplace_back("MASTER_ADDR", job.master_addr);
+      if (!job.master_port.empty()) p.env.emplace_back("MASTER_PORT", job.master_port);
       if (!job.network_interface.empty()) {
         p.env.emplace_back("HVD_GLOO_IFACE", job.network_interface);
         p.env.emplace_back("NCCL_SOCKET_IFNAME", job.network_interface);

@@ -38,6 +38,11 @@ struct JobEndpoint {
   std::string job_id;        // Distinguishes jobs in logs and keys.
   // --network-interface: set as HVD_GLOO_IFACE and NCCL_SOCKET_IFNAME when not empty.
   std::string network_interface;
+  // torch.distributed's env:// rendezvous, as torchrun sets it: MASTER_ADDR and
+  // MASTER_PORT, each set when not empty (empty: the user's own, from dprun's
+  // environment, carries over).
+  std::string master_addr;
+  std::string master_port;
 };
 
 // Where a rank stands in its job (see the file comment for the terms).
@@ -53,7 +58,9 @@ using EnvVars = std::vector<std::pair<std::string, std::string>>;
 // HVD_CROSS_RANK, HVD_CROSS_SIZE (the runtime's), then the same values under
 // horovodrun's names, HOROVOD_RANK ... HOROVOD_CROSS_SIZE, and HOROVOD_HOSTNAME =
 // `host`, as horovodrun sets them: scripts written for horovodrun read them before
-// or without init (Horovod's own tests do). The runtime reads only the HVD_ ones.
+// or without init (Horovod's own tests do); then torchrun's RANK, WORLD_SIZE,
+// LOCAL_RANK and LOCAL_WORLD_SIZE, which torch.distributed's env:// rendezvous
+// reads. The runtime reads only the HVD_ ones.
 EnvVars TopologyVariables(const RankTopology& t, const std::string& host);
 
 struct RankPlacement {

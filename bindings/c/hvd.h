@@ -404,6 +404,16 @@ hvd_status_t hvd_handle_received_splits(hvd_handle_t* handle, const int64_t** sp
  * *length receives the report's full length, so a second call can size buf. */
 hvd_status_t hvd_straggler_report(char* buf, size_t capacity, size_t* length);
 
+/* The launcher that started this process, as hvd_init will find it, without
+ * initializing (callable at any time): "launcher=NAME\n" (torchrun, Open MPI,
+ * Slurm, ...; empty for dprun or a process started alone), then one "NAME=value\n"
+ * line for each HVD_* value it implies (HVD_RANK, HVD_SIZE, HVD_LOCAL_RANK,
+ * HVD_LOCAL_SIZE, HVD_CROSS_RANK and HVD_CROSS_SIZE when known, HVD_STORE_ADDR).
+ * Framework bindings use it to set up their own rendezvous (torch.distributed's
+ * MASTER_ADDR, ...). Copies as hvd_straggler_report does. HVD_INVALID_ARGUMENT,
+ * naming the variable, when a launcher's variable is malformed or missing. */
+hvd_status_t hvd_detect_launcher(char* buf, size_t capacity, size_t* length);
+
 /* Starts writing a timeline (a Chrome/Perfetto trace of every tensor's
  * negotiation and execution; docs/protocol.md) to `file_path`, replacing the one
  * being written, if any; mark_cycles != 0 adds a CYCLE_START mark per cycle that

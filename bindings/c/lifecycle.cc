@@ -13,6 +13,7 @@
 #include <string>
 
 #include "bindings/c/c_api_internal.h"
+#include "controller/loop/launch_env.h"
 #include "runtime/data/device_ops.h"
 
 namespace hvd {
@@ -25,6 +26,18 @@ Status Topology(int* out, int RuntimeOptions::*field) {
   HVD_RETURN_IF_ERROR(Current(&rt));
   *out = rt->options().*field;
   return Status::OK();
+}
+
+// `text` into buf as the diagnostics calls of hvd.h copy it: up to capacity-1 bytes
+// and a NUL, and its full length in *length (both checked by the caller).
+hvd_status_t CopyText(const std::string& text, char* buf, size_t capacity, size_t* length) {
+  *length = text.size();
+  if (capacity > 0) {
+    const size_t n = std::min(capacity - 1, text.size());
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
+  return HVD_SUCCESS;
 }
 
 }  // namespace
@@ -54,6 +67,7 @@ Status Current(std::shared_ptr<Runtime>* out) {
 
 using hvd::RuntimeOptions;
 using hvd::Status;
+using hvd::capi::CopyText;
 using hvd::capi::Current;
 using hvd::capi::Report;
 using hvd::capi::Topology;
@@ -156,14 +170,20 @@ hvd_status_t hvd_straggler_report(char* buf, size_t capacity, size_t* length) {
     std::shared_ptr<hvd::Runtime> rt;
     Status s = Current(&rt);
     if (!s.ok()) return Report(s);
-    const std::string report = rt->StragglerReport();
-    *length = report.size();
-    if (capacity > 0) {
-      const size_t n = std::min(capacity - 1, report.size());
-      std::memcpy(buf, report.data(), n);
-      buf[n] = '\0';
-    }
-    return HVD_SUCCESS;
+    return CopyText(rt->StragglerReport(), buf, capacity, length);
+  })
+}
+
+hvd_status_t hvd_detect_launcher(char* buf, size_t capacity, size_t* length) {
+  HVD_C_GUARD({
+    if (length == nullptr) return Report(Status::InvalidArgument("length is NULL"));
+    if (buf == nullptr && capacity > 0) return Report(Status::InvalidArgument("buf is NULL"));
+    hvd::LaunchEnv env;
+    Status s = hvd::DetectLaunchEnv(nullptr, &env);
+    if (!s.ok()) return Report(s);
+    std::string text = "launcher=" + env.launcher + "\n";
+    for (const auto& [name, value] : env.vars) text += name + "=" + value + "\n";
+    return CopyText(text, buf, capacity, length);
   })
 }
 

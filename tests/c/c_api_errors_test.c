@@ -93,6 +93,40 @@ static void bad_environment(void) {
   }
 }
 
+/* hvd_detect_launcher: the launcher hvd_init would find, without initializing. */
+static void detect_launcher(void) {
+  char text[512];
+  size_t length = 0;
+  CHECK(hvd_detect_launcher(NULL, 0, NULL), HVD_INVALID_ARGUMENT, "length is NULL");
+  CHECK(hvd_detect_launcher(NULL, 4, &length), HVD_INVALID_ARGUMENT, "buf is NULL");
+  CHECK(hvd_detect_launcher(text, sizeof(text), &length), HVD_SUCCESS, "");
+  EXPECT(strcmp(text, "launcher=\n") == 0 && length == 10);
+  /* Open MPI's variables on one node: its rank, size and local rank, and the store
+   * on 127.0.0.1 at 20000 + the job id % 10000. */
+  setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+  setenv("OMPI_MCA_ess_base_jobid", "123456", 1);
+  CHECK(hvd_detect_launcher(text, sizeof(text), &length), HVD_SUCCESS, "");
+  EXPECT(strncmp(text, "launcher=Open MPI\n", 18) == 0);
+  EXPECT(strstr(text, "\nHVD_RANK=1\n") != NULL && strstr(text, "\nHVD_SIZE=2\n") != NULL);
+  EXPECT(strstr(text, "\nHVD_LOCAL_RANK=1\n") != NULL);
+  EXPECT(strstr(text, "\nHVD_STORE_ADDR=127.0.0.1:23456\n") != NULL);
+  EXPECT(length == strlen(text));
+  /* Too small a buffer: truncated, NUL-terminated, the full length reported. */
+  CHECK(hvd_detect_launcher(text, 5, &length), HVD_SUCCESS, "");
+  EXPECT(strcmp(text, "laun") == 0 && length > 18);
+  setenv("OMPI_COMM_WORLD_RANK", "one", 1);
+  CHECK(hvd_detect_launcher(text, sizeof(text), &length), HVD_INVALID_ARGUMENT,
+        "OMPI_COMM_WORLD_RANK");
+  unsetenv("OMPI_COMM_WORLD_RANK");
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  unsetenv("OMPI_MCA_ess_base_jobid");
+}
+
 static void topology(void) {
   CHECK(hvd_rank(NULL), HVD_INVALID_ARGUMENT, "out is NULL");
   CHECK(hvd_size(NULL), HVD_INVALID_ARGUMENT, "out is NULL");
@@ -672,6 +706,7 @@ static void many_threads(void) {
 int main(void) {
   before_init();
   bad_environment();
+  detect_launcher();
   CHECK(hvd_init(), HVD_SUCCESS, "");
   CHECK(hvd_init(), HVD_SUCCESS, ""); /* while initialized: a no-op */
   topology();

@@ -107,9 +107,28 @@ TEST(RankPlacement, HorovodrunsVariablesRepeatTheTopologyAndNameTheHost) {
   EXPECT_EQ(EnvOf(out[2])["HOROVOD_RANK"], "2");
   EXPECT_EQ(EnvOf(out[2])["HOROVOD_CROSS_RANK"], "1");
   const EnvVars v = TopologyVariables({5, 8, 1, 4, 1, 2}, "h");
-  EXPECT_EQ(v.size(), 13u);
+  EXPECT_EQ(v.size(), 17u);
   EXPECT_EQ(v.front(), (std::pair<std::string, std::string>("HVD_RANK", "5")));
-  EXPECT_EQ(v.back(), (std::pair<std::string, std::string>("HOROVOD_HOSTNAME", "h")));
+  EXPECT_EQ(v[12], (std::pair<std::string, std::string>("HOROVOD_HOSTNAME", "h")));
+}
+
+TEST(RankPlacement, TorchrunsVariablesLetTorchDistributedRendezvous) {
+  std::vector<RankPlacement> out;
+  JobEndpoint job{"10.0.0.1:5", "sec", "job", "", "10.0.0.2", "29511"};
+  ASSERT_TRUE(PlaceRanks(3, {{"a", 2, "10.0.0.2"}, {"b", 2, ""}}, job, &out).ok());
+  for (const RankPlacement& p : out) {
+    auto env = EnvOf(p);
+    EXPECT_EQ(env["RANK"], std::to_string(p.rank));
+    EXPECT_EQ(env["WORLD_SIZE"], "3");
+    EXPECT_EQ(env["LOCAL_RANK"], env["HVD_LOCAL_RANK"]);
+    EXPECT_EQ(env["LOCAL_WORLD_SIZE"], p.rank < 2 ? "2" : "1");
+    EXPECT_EQ(env["MASTER_ADDR"], "10.0.0.2");  // rank 0's host
+    EXPECT_EQ(env["MASTER_PORT"], "29511");
+  }
+  // Not chosen by dprun (the user's own carry over): not set.
+  ASSERT_TRUE(PlaceRanks(1, {{"a", 1, ""}}, JobEndpoint{"x:1", "s", "j", ""}, &out).ok());
+  EXPECT_EQ(EnvOf(out[0]).count("MASTER_ADDR"), 0u);
+  EXPECT_EQ(EnvOf(out[0]).count("MASTER_PORT"), 0u);
 }
 
 TEST(RankPlacement, RejectsTooFewSlotsAndEmptyHosts) {
