@@ -236,6 +236,16 @@ def poll(handle):
     return True
 
 
+def wait(handle, timeout_ms):
+    """Waits up to `timeout_ms` for every collective of `handle` to complete;
+    True once they have (successfully or not: synchronize() says which)."""
+    lib = _lib.lib()
+    for c_handle in _get(handle).c_handles:
+        if c_handle is not None and lib.hvd_wait(c_handle, timeout_ms) == _lib.IN_PROGRESS:
+            return False
+    return True
+
+
 def _wait(c_handle, name, wait=None):
     """Waits for one C handle with `wait` (default hvd_wait); returns None or the
     HvdError it failed with."""
@@ -268,14 +278,15 @@ def _order_consumer(entry):
     return None
 
 
-def synchronize(handle):
+def synchronize(handle, host=False):
     """Waits for `handle` (for a device collective, until the consumer's stream
-    is ordered after it: module docstring), releases it and returns its output."""
+    is ordered after it: module docstring; with `host`, until the device has
+    finished it), releases it and returns its output."""
     entry = _get(handle)
     if entry.order is None and len(entry.c_handles) == 1:
         return _synchronize_one(handle, entry)
     failure = None
-    ordered = _stream_ordered(entry)
+    ordered = not host and _stream_ordered(entry)
     wait = _lib.lib().hvd_wait_enqueued if ordered else None
     for c_handle, name in zip(entry.c_handles, entry.names):
         err = _wait(c_handle, name, wait)
@@ -300,7 +311,7 @@ def synchronize(handle):
 
 def _synchronize_one(handle, entry):
     """synchronize() of a host collective with one C handle (a gradient's
-    allreduce: the hot path, issue 25), in fewer steps."""
+    allreduce: the hot path), in fewer steps."""
     lib = _lib.lib()
     c_handle = entry.c_handles[0]
     code = lib.hvd_wait(c_handle, _WAIT_SLICE_MS)

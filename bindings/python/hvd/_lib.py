@@ -227,6 +227,7 @@ _OPTIONAL_PROTOTYPES = {
     "hvd_handle_order_stream": (_I, [_VP, _VP]),
     "hvd_start_timeline": (_I, [_CP, _I]),
     "hvd_stop_timeline": (_I, []),
+    "hvd_detect_launcher": (_I, [_CP, ctypes.c_size_t, _P(ctypes.c_size_t)]),
     # The device forms (hvd.h, "Device tensors"); a device tensor needs them.
     "hvd_allgather_ex": (_I, [_CP, _VP, _P(_I64), _I, _I, _I32, _I32, _VP, _P(_VP)]),
     "hvd_broadcast_ex": (_I, [_CP, _VP, _I64, _I, _I, _I32, _I32, _VP, _P(_VP)]),

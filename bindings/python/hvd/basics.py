@@ -288,9 +288,19 @@ def global_rank(process_set, set_rank):
     return process_set.ranks[set_rank]
 
 
+class ExactName(str):
+    """A collective's name to be used as it is, without the call's prefix
+    ("allreduce.", ...): the same name for different collectives then meets in one
+    negotiation, which reports the mismatch (the torch.distributed backend's
+    names, hvd.torch.distributed)."""
+    __slots__ = ()
+
+
 def op_name(prefix, name, ps_id):
     """The runtime name of a collective (see the module docstring)."""
-    if name is not None:
+    if type(name) is ExactName:
+        full = str(name)
+    elif name is not None:
         full = "%s.%s" % (prefix, name)
     else:
         with _state_lock:

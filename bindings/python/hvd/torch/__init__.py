@@ -41,3 +41,7 @@ from hvd.torch.fsdp import (FullyShardedDataParallel, MixedPrecision,  # noqa: F
                             ShardingStrategy, StateDictType, hybrid_process_sets)
 from hvd.torch import wrap  # noqa: F401
 from hvd.torch import elastic  # noqa: F401
+from hvd.torch import distributed as _distributed  # noqa: E402
+
+# torch.distributed.init_process_group("dprun") from here on (hvd.torch.distributed).
+_distributed.register()

@@ -1,0 +1,101 @@
+"""Completes the torch futures of dprun collectives, off the caller's thread.
+
+torch.distributed hands out a Work per call and DDP, FSDP and comm hooks chain
+work on its future, so a future must complete when its collective does, whether
+or not anyone waits on the Work. One daemon thread per process does that for
+every group: it checks the pending collectives (hvd.poll, in call order), and
+between checks waits up to WAIT_MS on the oldest one, which in a group's call
+order is usually the next to complete. A completed collective is synchronized
+(its handle released and its result built; device collectives waited for on the
+host, so the result is in place on the device before the future completes), its
+`finish` turns that into the future's value, and the future completes, running
+the callbacks chained on it on this thread, as torch's own backends run them on
+theirs. A failed one sets the future's exception, with the runtime's message.
+"""
+import collections
+import threading
+
+from hvd import _handles
+from hvd import errors
+
+WAIT_MS = 1
+
+
+class Pending:
+    """One enqueued collective: its hvd handle, what turns the handle's result into
+    the future's value, the future, the event that frees its name, and `describe`,
+    a callable giving the text that prefixes its error."""
+    __slots__ = ("handle", "finish", "future", "done", "describe", "host")
+
+    def __init__(self, handle, finish, future, done, describe, host):
+        self.handle = handle
+        self.finish = finish
+        self.future = future
+        self.done = done
+        self.describe = describe
+        self.host = host
+
+
+class Completer:
+    def __init__(self):
+        self._cv = threading.Condition()
+        self._pending = collections.deque()
+        self._thread = None
+
+    def add(self, pending):
+        with self._cv:
+            self._pending.append(pending)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="hvd-dist-completer",
+                                                daemon=True)
+                self._thread.start()
+            self._cv.notify()
+
+    def _run(self):
+        while True:
+            with self._cv:
+                while not self._pending:
+                    self._cv.wait()
+                batch = list(self._pending)
+            finished = [p for p in batch if self._done(p)]
+            if not finished:
+                try:
+                    _handles.wait(batch[0].handle, WAIT_MS)
+                except errors.HvdError:
+                    pass  # _done reports it on the next pass
+                continue
+            with self._cv:
+                for p in finished:
+                    self._pending.remove(p)
+            for p in finished:
+                self._complete(p)
+
+    @staticmethod
+    def _done(p):
+        try:
+            return _handles.poll(p.handle)
+        except errors.HvdError:
+            return True  # synchronize() raises it
+
+    @staticmethod
+    def _complete(p):
+        try:
+            value = p.finish(_handles.synchronize(p.handle, host=p.host))
+        except BaseException as e:  # noqa: BLE001 (every failure goes to the future)
+            p.done.set()
+            p.future.set_exception(_described(e, p.describe()))
+            return
+        p.done.set()
+        p.future.set_result(value)
+
+
+def _described(error, prefix):
+    """`error` with `prefix` before its message, of the same class where it is an
+    HvdError (so callers can still tell a mismatch from a timeout)."""
+    if isinstance(error, errors.HvdError):
+        return type(error)("%s: %s" % (prefix, error), status=error.status, code=error.code,
+                           detail=getattr(error, "detail", None))
+    return RuntimeError("%s: %s: %s" % (prefix, type(error).__name__, error))
+
+
+COMPLETER = Completer()
