@@ -47,8 +47,7 @@ _registered = False
 
 
 def _creator(store, rank, size, timeout):
-    from hvd.torch.distributed.process_group import BackendDprun, ProcessGroupDprun
-    make = BackendDprun or ProcessGroupDprun
+    from hvd.torch.distributed.process_group import ProcessGroupDprun
     started = not basics.is_initialized()
     basics.init()
     members = getattr(_tls, "members", None)
@@ -59,14 +58,12 @@ def _creator(store, rank, size, timeout):
                 "dprun: init_process_group says rank %d of %d, dprun's runtime rank %d of %d "
                 "(dprun, torchrun, mpirun or srun started this process with another layout)"
                 % (rank, size, basics.rank(), basics.size()))
-        group = make(store, rank, size, range(size), None, timeout)
-        group._owns_runtime = started
-        return group
+        return ProcessGroupDprun(store, rank, size, range(size), None, timeout, started)
     if list(members) != sorted(members):
         raise errors.InvalidArgumentError(
             "dprun: a group's ranks must be in ascending order, got %s" % list(members))
     process_set = basics.add_process_set(list(members))
-    return make(store, rank, size, members, process_set, timeout)
+    return ProcessGroupDprun(store, rank, size, members, process_set, timeout)
 
 
 def install_group_hook():

@@ -10,10 +10,19 @@ order is usually the next to complete. A completed collective is synchronized
 host, so the result is in place on the device before the future completes), its
 `finish` turns that into the future's value, and the future completes, running
 the callbacks chained on it on this thread, as torch's own backends run them on
-theirs. A failed one sets the future's exception, with the runtime's message.
+theirs. A failed one fails the future, with the runtime's message.
+
+Failing a future: torch's Python Future.set_exception marks the failure in its
+Python wrapper only, so a C++ waiter (DDP's reducer, torch's Work wrapper) would
+see success. A backend's future is therefore `new_future()`: the child, through
+then(), of a raw future that the completer completes with the value or a Failure;
+the child's callback raises the failure, which fails the child in C++ too.
 """
 import collections
 import threading
+import time
+
+import torch
 
 from hvd import _handles
 from hvd import errors
@@ -21,10 +30,90 @@ from hvd import errors
 WAIT_MS = 1
 
 
+class Failure:
+    """A raw future's value for a failed collective (see the module docstring)."""
+    __slots__ = ("error",)
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _unwrap(raw):
+    value = raw.value()
+    if type(value) is Failure:
+        raise value.error
+    return value
+
+
+class DprunWork(torch._C._distributed_c10d.Work):
+    """The Work of a dprun collective, over its future: wait() raises the
+    collective's error (torch's own Work over a future returns True either way),
+    with an optional bound; get_future() is the future callbacks chain on."""
+
+    def __init__(self, future, raw=None):
+        super().__init__()
+        self._future = future
+        self._raw = raw
+
+    def wait(self, timeout=None):
+        seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
+        if seconds and seconds > 0 and not self._future.done():
+            deadline = time.monotonic() + seconds
+            while not self._future.done():
+                if time.monotonic() >= deadline:
+                    raise errors.HvdTimeoutError(
+                        "dprun: Work.wait timed out after %.3f s" % seconds, status="HVD_TIMEOUT")
+                time.sleep(0.0005)
+        try:
+            self._future.wait()
+        except Exception:
+            # torch wraps a callback's error in a RuntimeError; raise the original
+            # (a MismatchError stays one).
+            failure = self._raw.value() if self._raw is not None else None
+            if type(failure) is Failure:
+                raise failure.error from None
+            raise
+        return True
+
+    def get_future(self):
+        return self._future
+
+    def is_completed(self):
+        return self._future.done()
+
+    def is_success(self):
+        if not self._future.done():
+            return False
+        try:
+            self._future.value()
+        except Exception:  # noqa: BLE001
+            return False
+        return True
+
+    def exception(self):
+        try:
+            self._future.value()
+        except Exception as e:  # noqa: BLE001
+            return e
+        return None
+
+    def result(self):
+        return self._future.value()
+
+    def synchronize(self):
+        self.wait()
+
+
+def new_future(devices=None):
+    """(raw, future): complete `raw` with a value or a Failure; hand out `future`."""
+    raw = torch.futures.Future(devices=devices) if devices else torch.futures.Future()
+    return raw, raw.then(_unwrap)
+
+
 class Pending:
     """One enqueued collective: its hvd handle, what turns the handle's result into
-    the future's value, the future, the event that frees its name, and `describe`,
-    a callable giving the text that prefixes its error."""
+    the future's value, the raw future (new_future), the event that frees its name,
+    and `describe`, a callable giving the text that prefixes its error."""
     __slots__ = ("handle", "finish", "future", "done", "describe", "host")
 
     def __init__(self, handle, finish, future, done, describe, host):
@@ -83,7 +172,7 @@ class Completer:
             value = p.finish(_handles.synchronize(p.handle, host=p.host))
         except BaseException as e:  # noqa: BLE001 (every failure goes to the future)
             p.done.set()
-            p.future.set_exception(_described(e, p.describe()))
+            p.future.set_result(Failure(_described(e, p.describe())))
             return
         p.done.set()
         p.future.set_result(value)

@@ -14,32 +14,23 @@ by the group's timeout (the store's own for get(), and recv_any's polling).
 """
 import collections
 import concurrent.futures
+import datetime
 import threading
 import time
 
 import torch
 
 from hvd import errors
+from hvd.torch.distributed import _completion
 
 
-class AnySourceWork(torch._C._distributed_c10d.Work):
+class AnySourceWork(_completion.DprunWork):
     """recv_anysource's Work: torch.distributed.recv(src=None) asks it, from Python,
     which rank the message came from."""
 
-    def __init__(self, future):
-        super().__init__()
-        self._future = future
+    def __init__(self):
+        super().__init__(None)
         self.source = -1
-
-    def wait(self, timeout=None):
-        self._future.wait()
-        return True
-
-    def is_completed(self):
-        return self._future.done()
-
-    def get_future(self):
-        return self._future
 
     def _source_rank(self):
         return self.source
@@ -101,24 +92,36 @@ class PointToPoint:
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(
                     max_workers=4, thread_name_prefix="hvd-dist-p2p")
-        future = torch.futures.Future()
+        raw, future = _completion.new_future()
 
         def run():
             try:
-                future.set_result(job())
+                raw.set_result(job())
             except BaseException as e:  # noqa: BLE001 (the future carries it)
-                future.set_exception(e if isinstance(e, Exception) else RuntimeError(str(e)))
+                raw.set_result(_completion.Failure(
+                    e if isinstance(e, Exception) else RuntimeError(str(e))))
         self._pool.submit(run)
-        return future
+        return raw, future
 
     def recv(self, t, src, tag):
-        """A torch future that completes with [t] once message k from `src` is in t."""
+        """(raw, future) (_completion.new_future): the future completes with [t] once
+        message k from `src` is in t."""
         k = self._next(self._received, src, tag)
 
         def job():
             self._take(t, src, tag, k)
             return [t]
         return self._spawn(job)
+
+    def _has(self, key):
+        """Whether the store holds `key` now (torch 1.13's stores have no check())."""
+        if hasattr(self._store, "check"):
+            return self._store.check([key])
+        try:
+            self._store.wait([key], datetime.timedelta(milliseconds=1))
+            return True
+        except RuntimeError:  # torch's store timeout
+            return False
 
     def recv_any(self, t, size, tag):
         """recv from whichever rank's next message (under `tag`) arrives first."""
@@ -132,7 +135,7 @@ class PointToPoint:
                         continue
                     with self._lock:
                         k = self._received[(src, tag)]
-                    if self._store.check([self._key(src, self._rank, tag, k)]):
+                    if self._has(self._key(src, self._rank, tag, k)):
                         self._next(self._received, src, tag)
                         self._take(t, src, tag, k)
                         work.source = src
@@ -142,6 +145,6 @@ class PointToPoint:
                         "dprun: recv from any rank (tag %d): no message in %.0f s"
                         % (tag, self._timeout_s), status="HVD_TIMEOUT")
                 time.sleep(self.POLL_S)
-        work = AnySourceWork(None)
-        work._future = self._spawn(job)
+        work = AnySourceWork()
+        work._raw, work._future = self._spawn(job)
         return work

@@ -1,10 +1,11 @@
 """The torch.distributed backend "dprun": its collectives, written once
-(DprunCollectives) over the class torch lets a backend be in Python. Since torch
-2.0 that is a c10d Backend (BackendDprun), which torch wraps in its own
-ProcessGroup, so every route to a collective reaches it: torch.distributed's
-functions, C++ callers such as DDP's reducer, and the functional collectives
-DTensor uses. torch 1.13 has no Backend class; there the backend is the
-ProcessGroup itself (ProcessGroupDprun), which its functions and DDP reach.
+(DprunCollectives), over the classes torch lets a backend be in Python. Since
+torch 2.0 they are a c10d Backend (BackendDprun) that the group
+(ProcessGroupDprun, torch's ProcessGroup) registers for CPU and CUDA tensors, so
+every route to a collective reaches it: torch.distributed's functions, C++
+callers such as DDP's reducer, and the functional collectives DTensor uses.
+torch 1.13 has no Backend class; there the group itself holds them, which its
+functions and DDP reach.
 
 Each torch.distributed call becomes one dprun collective (a few become two, see
 below) on the group's process set, named by _names.CallNames, enqueued through
@@ -46,6 +47,7 @@ completes its future with the runtime's error, prefixed with the call as
 torch.distributed spells it and its position in the group's order.
 """
 import datetime
+import sys
 
 import torch
 import torch.distributed as dist
@@ -95,6 +97,29 @@ def _reduce_op(op, what):
         "PREMUL_SUM are)" % (what, getattr(kind, "name", kind)))
 
 
+def _called_from_torch_functions():
+    """Whether the backend was called by torch.distributed's Python functions
+    (directly, not through C++)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(__package__):
+        frame = frame.f_back
+    return frame is not None and frame.f_globals.get("__name__") == _C10D_MODULE
+
+
+_C10D_MODULE = dist.distributed_c10d.__name__
+
+
+def _work(future, raw=None):
+    """The Work handed back for `future`: a DprunWork, whose wait() raises the
+    collective's error, wherever it reaches its caller as that Python object (on
+    torch 2.x, through torch's dispatch; on 1.13, when torch.distributed's functions
+    called); else (torch 1.13's C++ callers, DDP's reducer) torch's own Work over
+    the future, whose wait() C++ can call, the error arriving through the future."""
+    if BackendDprun is not None or _called_from_torch_functions():
+        return _completion.DprunWork(future, raw)
+    return _create_work_from_future(future)
+
+
 def _describe(what, tensors):
     parts = ", ".join("%s%s" % (str(t.dtype).replace("torch.", ""), list(t.shape))
                       for t in tensors[:4])
@@ -112,17 +137,22 @@ def _as_bytes(t):
 
 
 def _reducible(t, op, what):
-    """The tensor the runtime reduces in place of `t`, over t's memory: t itself,
-    a complex tensor as float pairs (SUM, AVG), a bool one as uint8 (MIN, MAX)."""
+    """(the tensor the runtime reduces in place of `t`, over t's memory; the hvd op):
+    t itself, a complex tensor as float pairs (SUM, AVG), a bool one as uint8 with
+    SUM and MAX as MAX (or), PRODUCT and MIN as MIN (and)."""
     if t.dtype in _REDUCIBLE:
-        return t
+        return t, op
     if t.is_complex() and op in (mpi_ops.Sum, mpi_ops.Average):
-        return torch.view_as_real(t)
-    if t.dtype == torch.bool and op in (mpi_ops.Min, mpi_ops.Max):
-        return t.view(torch.uint8)
+        return torch.view_as_real(t), op
+    if t.dtype == torch.bool and op in _BOOL_OPS:
+        return t.view(torch.uint8), _BOOL_OPS[op]
     raise errors.InvalidArgumentError(
         "dprun: %s cannot reduce %s tensors (reducible: %s; complex with SUM and AVG, bool with "
-        "MIN and MAX)" % (what, t.dtype, mpi_ops._SUPPORTED))
+        "SUM, PRODUCT, MIN and MAX)" % (what, t.dtype, mpi_ops._SUPPORTED))
+
+
+_BOOL_OPS = {mpi_ops.Sum: mpi_ops.Max, mpi_ops.Max: mpi_ops.Max, mpi_ops.Product: mpi_ops.Min,
+             mpi_ops.Min: mpi_ops.Min}
 
 
 class DprunCollectives:
@@ -131,7 +161,7 @@ class DprunCollectives:
     set order), `process_set` the hvd.ProcessSet (None: the global set), `store`
     torch's store for the group."""
 
-    def _setup(self, store, rank, members, process_set, timeout):
+    def _setup(self, store, rank, members, process_set, timeout, owns_runtime):
         self._store = store
         self._members = list(members)
         self._ps = process_set
@@ -140,7 +170,7 @@ class DprunCollectives:
                            else _DEFAULT_TIMEOUT_S)
         self._names = _names.CallNames(self._set_id, self._timeout_s)
         self._p2p = _p2p.PointToPoint(store, rank, self._timeout_s)
-        self._owns_runtime = False
+        self._owns_runtime = owns_runtime
 
     # ---- what torch asks of a backend ------------------------------------------------
 
@@ -170,11 +200,10 @@ class DprunCollectives:
         except BaseException:
             done.set()
             raise
-        future = torch.futures.Future(devices=devices) if devices else torch.futures.Future()
-        host = bool(devices)
+        raw, future = _completion.new_future(devices)
         _completion.COMPLETER.add(
-            _completion.Pending(handle, finish, future, done, lambda: prefix, host))
-        return _create_work_from_future(future)
+            _completion.Pending(handle, finish, raw, done, lambda: prefix, bool(devices)))
+        return _work(future, raw)
 
     def _devices(self, tensors):
         devs = sorted({t.device for t in tensors if t.device.type == "cuda"}, key=str)
@@ -194,16 +223,16 @@ class DprunCollectives:
         return self._members[group_rank]
 
     def _done_work(self, value):
-        future = torch.futures.Future()
-        future.set_result(value)
-        return _create_work_from_future(future)
+        raw, future = _completion.new_future()
+        raw.set_result(value)
+        return _work(future, raw)
 
     # ---- allreduce -------------------------------------------------------------------
 
     def allreduce(self, tensors, opts=None):
         t = self._one(tensors, "all_reduce")
         op, pre = _reduce_op(opts.reduceOp if opts is not None else _RED.SUM, "all_reduce")
-        view = _reducible(t, op, "all_reduce")
+        view, op = _reducible(t, op, "all_reduce")
         return self._submit("all_reduce", tensors, lambda name: _ops.allreduce_async(
             view, name=name, op=op, prescale_factor=pre, process_set=self._ps, inplace=True),
             lambda _: tensors, self._devices(tensors))
@@ -212,9 +241,13 @@ class DprunCollectives:
         op, pre = _reduce_op(opts.reduceOp if opts is not None else _RED.SUM,
                              "all_reduce_coalesced")
         views = [_reducible(t, op, "all_reduce_coalesced") for t in tensors]
+        if len({o for _, o in views}) > 1:
+            raise errors.InvalidArgumentError(
+                "dprun: all_reduce_coalesced: bool tensors cannot be coalesced with others")
+        op = views[0][1] if views else op
         return self._submit(
             "all_reduce_coalesced", tensors, lambda name: _ops.grouped_allreduce_async(
-                views, name=name, op=op, prescale_factor=pre, process_set=self._ps,
+                [v for v, _ in views], name=name, op=op, prescale_factor=pre, process_set=self._ps,
                 inplace=True), lambda _: tensors, self._devices(tensors))
 
     # ---- broadcast -------------------------------------------------------------------
@@ -411,7 +444,7 @@ class DprunCollectives:
             raise errors.InvalidArgumentError(
                 "dprun: received %d bytes for a tensor of %d" % (
                     piece.numel() * piece.element_size(), out.numel() * out.element_size()))
-        ProcessGroupDprun._place(piece, out)
+        DprunCollectives._place(piece, out)
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
         n = self.size()
@@ -471,7 +504,7 @@ class DprunCollectives:
         t = self._one(tensors, "reduce")
         op, pre = _reduce_op(opts.reduceOp, "reduce")
         root = opts.rootRank
-        view = _reducible(t if self.rank() == root else t.clone(), op, "reduce")
+        view, op = _reducible(t if self.rank() == root else t.clone(), op, "reduce")
         return self._submit("reduce", tensors, lambda name: _ops.allreduce_async(
             view, name=name, op=op, prescale_factor=pre, process_set=self._ps, inplace=True),
             lambda _: tensors, self._devices(tensors))
@@ -493,7 +526,8 @@ class DprunCollectives:
     def recv(self, tensors, src, tag=0):
         t = self._one(tensors, "recv")
         self._set_rank(src, "recv")
-        return _create_work_from_future(self._p2p.recv(t, src, tag))
+        raw, future = self._p2p.recv(t, src, tag)
+        return _work(future, raw)
 
     def recv_anysource(self, tensors, tag=0):
         t = self._one(tensors, "recv")
@@ -526,22 +560,67 @@ class DprunCollectives:
     gather_into_tensor = gather_single
 
 
-class ProcessGroupDprun(DprunCollectives, dist.ProcessGroup):
-    """The backend on torch 1.13: a ProcessGroup."""
+_C10D = torch._C._distributed_c10d
 
-    def __init__(self, store, rank, size, members, process_set, timeout):
-        dist.ProcessGroup.__init__(self, rank, size)
-        self._setup(store, rank, members, process_set, timeout)
+if hasattr(_C10D, "Backend"):
+    class BackendDprun(DprunCollectives, _C10D.Backend):
+        """The collectives on torch 2.x: a c10d Backend, which the group registers
+        for CPU and CUDA tensors, so torch's dispatch reaches it from every route."""
 
+        def __init__(self, store, rank, size, members, process_set, timeout, owns_runtime):
+            _C10D.Backend.__init__(self, rank, size)
+            self._setup(store, rank, members, process_set, timeout, owns_runtime)
 
-if hasattr(torch._C._distributed_c10d, "Backend"):
-    class BackendDprun(DprunCollectives, torch._C._distributed_c10d.Backend):
-        """The backend on torch 2.x: a c10d Backend, which torch wraps in its
-        ProcessGroup for the devices it was registered for."""
+        # Plain answers to what torch asks a backend (the C++ defaults, looked up
+        # through Python, would call themselves).
+        supports_coalescing = False
+        supports_splitting = False
 
-        def __init__(self, store, rank, size, members, process_set, timeout):
-            torch._C._distributed_c10d.Backend.__init__(self, rank, size)
-            self._setup(store, rank, members, process_set, timeout)
+        def supports_tensor_alloc(self, device):
+            return False
+
+    class ProcessGroupDprun(_C10D.ProcessGroup):
+        """The group on torch 2.x: torch's ProcessGroup over one BackendDprun. It
+        answers itself only what must stay a Python object on its way back to
+        Python: recv_anysource's Work, whose source rank torch.distributed.recv
+        asks."""
+
+        def __init__(self, store, rank, size, members, process_set, timeout,
+                     owns_runtime=False):
+            _C10D.ProcessGroup.__init__(self, rank, size)
+            self.backend = BackendDprun(store, rank, size, members, process_set, timeout,
+                                        owns_runtime)
+            kind = _C10D.ProcessGroup.BackendType.CUSTOM
+            for device in ("cpu", "cuda"):
+                self._register_backend(torch.device(device), kind, self.backend)
+            self._set_default_backend(kind)
+
+        def getBackendName(self):
+            return "dprun"
+
+        def name(self):
+            return "dprun"
+
+        def recv_anysource(self, tensors, tag=0):
+            return self.backend.recv_anysource(tensors, tag)
+
+        def shutdown(self):
+            self.backend.shutdown()
 else:
     BackendDprun = None
 
+    class ProcessGroupDprun(DprunCollectives, dist.ProcessGroup):
+        """The group on torch 1.13, which has no Backend class: the ProcessGroup
+        itself, which torch.distributed's functions and DDP reach."""
+
+        def __init__(self, store, rank, size, members, process_set, timeout,
+                     owns_runtime=False):
+            dist.ProcessGroup.__init__(self, rank, size)
+            self._setup(store, rank, members, process_set, timeout, owns_runtime)
+
+        # batch_isend_irecv brackets its calls with these; each call runs as it comes.
+        def _start_coalescing(self, *args):
+            pass
+
+        def _end_coalescing(self, *args):
+            return None
