@@ -7,10 +7,12 @@ every group: it checks the pending collectives (hvd.poll, in call order), and
 between checks waits up to WAIT_MS on the oldest one, which in a group's call
 order is usually the next to complete. A completed collective is synchronized
 (its handle released and its result built; device collectives waited for on the
-host, so the result is in place on the device before the future completes), its
-`finish` turns that into the future's value, and the future completes, running
-the callbacks chained on it on this thread, as torch's own backends run them on
-theirs. A failed one fails the future, with the runtime's message.
+host, so the result is in place on the device before the future completes) and
+its `finish` turns that into the future's value. The future then completes on a
+thread of a small pool (CallbackRunner), which runs the callbacks chained on it:
+a callback may start a collective and wait for it (PowerSGD's hook does), which
+this thread must then be free to complete. A failed collective fails the future,
+with the runtime's message.
 
 Failing a future: torch's Python Future.set_exception marks the failure in its
 Python wrapper only, so a C++ waiter (DDP's reducer, torch's Work wrapper) would
@@ -19,6 +21,7 @@ then(), of a raw future that the completer completes with the value or a Failure
 the child's callback raises the failure, which fails the child in C++ too.
 """
 import collections
+import queue
 import threading
 import time
 
@@ -125,6 +128,39 @@ class Pending:
         self.host = host
 
 
+class CallbackRunner:
+    """Runs fn(*args) on a daemon thread, starting one more (up to MAX_THREADS)
+    whenever none is idle, so a callback that waits for another future's callbacks
+    never waits for its own thread."""
+    MAX_THREADS = 32
+
+    def __init__(self):
+        self._queue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._threads = 0
+
+    def submit(self, fn, *args):
+        with self._lock:
+            if self._idle == 0 and self._threads < self.MAX_THREADS:
+                self._threads += 1
+                threading.Thread(target=self._work, name="hvd-dist-callbacks",
+                                 daemon=True).start()
+            else:
+                self._idle -= 1
+        self._queue.put((fn, args))
+
+    def _work(self):
+        while True:
+            fn, args = self._queue.get()
+            try:
+                fn(*args)
+            except BaseException:  # noqa: BLE001 (torch reports a callback's error itself)
+                pass
+            with self._lock:
+                self._idle += 1
+
+
 class Completer:
     def __init__(self):
         self._cv = threading.Condition()
@@ -171,11 +207,9 @@ class Completer:
         try:
             value = p.finish(_handles.synchronize(p.handle, host=p.host))
         except BaseException as e:  # noqa: BLE001 (every failure goes to the future)
-            p.done.set()
-            p.future.set_result(Failure(_described(e, p.describe())))
-            return
+            value = Failure(_described(e, p.describe()))
         p.done.set()
-        p.future.set_result(value)
+        CALLBACKS.submit(p.future.set_result, value)
 
 
 def _described(error, prefix):
@@ -187,4 +221,5 @@ def _described(error, prefix):
     return RuntimeError("%s: %s: %s" % (prefix, type(error).__name__, error))
 
 
+CALLBACKS = CallbackRunner()
 COMPLETER = Completer()
