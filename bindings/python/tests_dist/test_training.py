@@ -128,8 +128,9 @@ def _fsdp_train(group):
         from torch.distributed.fsdp import ShardingStrategy
     except (ImportError, ValueError) as e:  # torch 1.13's FSDP on Python 3.11
         pytest.skip("this torch's FullyShardedDataParallel cannot be imported: %s" % e)
+    cpu = {"device_id": torch.device("cpu")} if TORCH2 else {}  # else it asks for a GPU
     model = FSDP(mlp(), process_group=group, sharding_strategy=ShardingStrategy.FULL_SHARD,
-                 use_orig_params=True)
+                 use_orig_params=True, **cpu)
     train(model, torch.optim.SGD(model.parameters(), lr=0.05), batches())
     with FSDP.summon_full_params(model):
         return params(model)
