@@ -141,6 +141,20 @@ def test_async_work_wait_and_future(gloo):
     assert torch.equal(doubled, xs[-1] * 2)
 
 
+def test_a_callback_may_start_and_wait_for_a_collective():
+    """As PowerSGD's hook does: the thread that completes the first future must not
+    be the only one that can complete the second."""
+    n = dist.get_world_size()
+
+    def nested(fut):
+        y = fut.value()[0] * 2
+        dist.all_reduce(y, async_op=True).get_future().wait()
+        return y
+    x = torch.ones(4)
+    got = dist.all_reduce(x, async_op=True).get_future().then(nested).wait()
+    assert torch.equal(got, torch.full((4,), 2.0 * n * n))
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_broadcast_from_every_root(dtype, gloo):
     n, me = dist.get_world_size(), dist.get_rank()

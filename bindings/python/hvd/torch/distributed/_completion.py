@@ -8,11 +8,11 @@ between checks waits up to WAIT_MS on the oldest one, which in a group's call
 order is usually the next to complete. A completed collective is synchronized
 (its handle released and its result built; device collectives waited for on the
 host, so the result is in place on the device before the future completes) and
-its `finish` turns that into the future's value. The future then completes on a
-thread of a small pool (CallbackRunner), which runs the callbacks chained on it:
-a callback may start a collective and wait for it (PowerSGD's hook does), which
-this thread must then be free to complete. A failed collective fails the future,
-with the runtime's message.
+its `finish` turns that into the future's value; the thread then completes the
+future, running the callbacks chained on it, as torch's own backends run them on
+their threads. A callback may start a collective and wait for it (PowerSGD's hook
+does), so before running callbacks a thread hands the polling to another
+(Completer). A failed collective fails the future, with the runtime's message.
 
 Failing a future: torch's Python Future.set_exception marks the failure in its
 Python wrapper only, so a C++ waiter (DDP's reducer, torch's Work wrapper) would
@@ -21,7 +21,6 @@ then(), of a raw future that the completer completes with the value or a Failure
 the child's callback raises the failure, which fails the child in C++ too.
 """
 import collections
-import queue
 import threading
 import time
 
@@ -128,72 +127,67 @@ class Pending:
         self.host = host
 
 
-class CallbackRunner:
-    """Runs fn(*args) on a daemon thread, starting one more (up to MAX_THREADS)
-    whenever none is idle, so a callback that waits for another future's callbacks
-    never waits for its own thread."""
+class Completer:
+    """The pending collectives and the threads that complete them (module
+    docstring). One thread at a time polls (the poller); a poller that finds
+    collectives done gives up polling, to a waiting thread or to a new one (up to
+    MAX_THREADS), before it completes their futures and runs their callbacks
+    itself. Completing thus costs no hand-off to another thread, and a callback
+    may wait for another collective (PowerSGD's hook does) while another thread
+    polls for it."""
     MAX_THREADS = 32
 
     def __init__(self):
-        self._queue = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._idle = 0
-        self._threads = 0
-
-    def submit(self, fn, *args):
-        with self._lock:
-            if self._idle == 0 and self._threads < self.MAX_THREADS:
-                self._threads += 1
-                threading.Thread(target=self._work, name="hvd-dist-callbacks",
-                                 daemon=True).start()
-            else:
-                self._idle -= 1
-        self._queue.put((fn, args))
-
-    def _work(self):
-        while True:
-            fn, args = self._queue.get()
-            try:
-                fn(*args)
-            except BaseException:  # noqa: BLE001 (torch reports a callback's error itself)
-                pass
-            with self._lock:
-                self._idle += 1
-
-
-class Completer:
-    def __init__(self):
         self._cv = threading.Condition()
         self._pending = collections.deque()
-        self._thread = None
+        self._polling = False  # a thread holds the poller's role
+        self._threads = 0
+        self._idle = 0
 
     def add(self, pending):
         with self._cv:
             self._pending.append(pending)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="hvd-dist-completer",
-                                                daemon=True)
-                self._thread.start()
+            if not self._polling:
+                self._wake()
+
+    def _wake(self):
+        """Under the lock: a thread to take the poller's role, waiting or new."""
+        if self._idle:
             self._cv.notify()
+        elif self._threads < self.MAX_THREADS:
+            self._threads += 1
+            threading.Thread(target=self._run, name="hvd-dist-completer", daemon=True).start()
 
     def _run(self):
         while True:
             with self._cv:
-                while not self._pending:
+                while self._polling or not self._pending:
+                    self._idle += 1
                     self._cv.wait()
-                batch = list(self._pending)
-            finished = [p for p in batch if self._done(p)]
-            if not finished:
-                try:
-                    _handles.wait(batch[0].handle, WAIT_MS)
-                except errors.HvdError:
-                    pass  # _done reports it on the next pass
-                continue
+                    self._idle -= 1
+                self._polling = True
+            finished = self._poll()
             with self._cv:
                 for p in finished:
                     self._pending.remove(p)
+                self._polling = False
+                if self._pending:
+                    self._wake()
             for p in finished:
                 self._complete(p)
+
+    def _poll(self):
+        """As the poller: waits until some pending collectives are done; those."""
+        while True:
+            with self._cv:
+                batch = list(self._pending)
+            finished = [p for p in batch if self._done(p)]
+            if finished:
+                return finished
+            try:
+                _handles.wait(batch[0].handle, WAIT_MS)
+            except errors.HvdError:
+                pass  # _done reports it on the next pass
 
     @staticmethod
     def _done(p):
@@ -209,7 +203,7 @@ class Completer:
         except BaseException as e:  # noqa: BLE001 (every failure goes to the future)
             value = Failure(_described(e, p.describe()))
         p.done.set()
-        CALLBACKS.submit(p.future.set_result, value)
+        p.future.set_result(value)
 
 
 def _described(error, prefix):
@@ -221,5 +215,4 @@ def _described(error, prefix):
     return RuntimeError("%s: %s: %s" % (prefix, type(error).__name__, error))
 
 
-CALLBACKS = CallbackRunner()
 COMPLETER = Completer()
