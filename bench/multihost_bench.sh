@@ -16,7 +16,10 @@
 # (default 1; the row gives the medians over the rounds, the ratio the median of
 # each round's own ratio, and the rounds are listed below the table). $MH_PEERS
 # (default "dprun,gloo_fused,gloo_per_tensor,torch") names the peers to run;
-# "dprun,gloo_fused" with MH_RUN=1 is the closest comparison of the two. Each host has
+# "dprun,gloo_fused" with MH_RUN=1 is the closest comparison of the two. The peer
+# "ddp" adds, for the resnet50 workload, torch's DDP over the "dprun" backend and
+# over Gloo on ResNet-50's gradient set (bench/torch_gloo_peer.py --ddp-sizes), in a
+# table of their own. Each host has
 # its own /dev/shm, so ranks on different hosts never share memory. Prints and writes OUT_DIR/multihost.md: each
 # peer's median ms and its share of the ring all-reduce's link limit,
 # S*2(H-1)/H / rate. With several ranks per host dprun runs hierarchically or
@@ -36,7 +39,9 @@ iters=${MH_ITERS:-10}
 layout=${MH_LAYOUT:-separate}
 rounds=${MH_ROUNDS:-1}
 peers=${MH_PEERS:-dprun,gloo_fused,gloo_per_tensor,torch}
-bench_peers=$(echo "$peers" | tr ',' '\n' | grep -v '^torch$' | paste -sd, -)
+bench_peers=$(echo "$peers" | tr ',' '\n' | grep -v '^torch$' | grep -v '^ddp$' | paste -sd, -)
+sizes=$(cd "$(dirname "$0")" && pwd)/../../shared/data/resnet50_sizes.txt
+[ -f "$sizes" ] || sizes=$(cd "$(dirname "$0")" && pwd)/data/resnet50_sizes.txt
 run_args=()
 [ -z "${MH_RUN:-}" ] || run_args=(--run "$MH_RUN")
 dprun=$build/dprun
@@ -163,6 +168,20 @@ for rate in $rates; do
         [ -n "$torch_ms" ] || { echo "$0: torch peer failed:" >&2; tail -5 $log.torch >&2; torch_ms=nan; }
       fi
       echo "$csv $torch_ms ${forced[*]}" >>"$manifest"
+      # torch's DDP over dprun and over Gloo, ResNet-50's gradient set.
+      if [[ ",$peers," == *,ddp,* ]] && [ "$w" = resnet50 ]; then
+        ddp_ms=()
+        for backend in dprun gloo; do
+          # shellcheck disable=SC2086
+          ip netns exec $tag-0 "$dprun" -np "$np" -H "$host_list" $ssh_flags -x GLOO_SOCKET_IFNAME=eth0 \
+            /usr/bin/python3 "$peer" --ddp-sizes "$sizes" --backend $backend \
+            --master "${addrs[0]}:29518" --iters "$iters" >$log.ddp_$backend 2>&1 || true
+          ms=$(awk '/<stdout>:torch_[a-z]*_ddp [0-9]/ {print $NF}' $log.ddp_$backend)
+          [ -n "$ms" ] || { echo "$0: DDP over $backend failed:" >&2; tail -5 $log.ddp_$backend >&2; ms=nan; }
+          ddp_ms+=("$ms")
+        done
+        echo "$rate $round ${ddp_ms[*]}" >>"$tmp/ddp.rounds"
+      fi
     done
     /usr/bin/python3 - "$manifest" "$rate" "$w" "$bits" "$hosts" "$rounds_report" >>"$report" <<'PY'
 import csv, math, statistics, sys
@@ -199,6 +218,31 @@ if len(rounds) > 1:
 PY
   done
 done
+if [ -s "$tmp/ddp.rounds" ]; then
+  /usr/bin/python3 - "$tmp/ddp.rounds" "$hosts" "$sizes" >>"$report" <<'PY'
+import collections, math, statistics, sys
+path, hosts, sizes = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+nbytes = 4 * sum(int(l.split()[0]) for l in open(sizes) if l.strip() and l[0] != "#")
+by_rate = collections.OrderedDict()
+for line in open(path):
+    rate, _, d, g = line.split()
+    by_rate.setdefault(rate, []).append((float(d), float(g)))
+print()
+print("torch DDP on ResNet-50's gradient set (%.1f MB), a step = backward with DDP's "
+      "gradient averaging:" % (nbytes / 1e6))
+print()
+print("| rate | DDP over dprun ms | % of link | DDP over Gloo ms | % of link | dprun / gloo |")
+print("|---|---|---|---|---|---|")
+for rate, rows in by_rate.items():
+    bits = float(rate.replace("gbit", "e9").replace("mbit", "e6"))
+    limit_ms = nbytes * 2 * (hosts - 1) / hosts * 8 / bits * 1000
+    d = statistics.median(r[0] for r in rows)
+    g = statistics.median(r[1] for r in rows)
+    print("| %s | %.1f | %.0f%% | %.1f | %.0f%% | %.2f |" % (
+        rate, d, 100 * limit_ms / d, g, 100 * limit_ms / g,
+        statistics.median(r[0] / r[1] for r in rows)))
+PY
+fi
 if [ -s "$rounds_report" ]; then
   { echo; echo "$rounds rounds; each row gives medians over them, the ratio the median of the rounds' ratios:"; cat "$rounds_report"; } >>"$report"
 fi
