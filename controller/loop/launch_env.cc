@@ -273,7 +273,8 @@ Status StoreEndpoint(const GetEnv& env, const std::string& launcher, const Layou
   // MASTER_ADDR (torch.distributed's) names rank 0's node under any launcher.
   if (const char* master = env("MASTER_ADDR")) {
     *host = master;
-  } else if (launcher == "Slurm") {
+  } else if (launcher == "Slurm" && l.local_size < l.size) {
+    // A step on one node needs no name: loopback (below), which always resolves.
     const char* list =
         FirstSet(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"});
     if (list != nullptr) *host = FirstSlurmHost(list);

@@ -35,7 +35,8 @@
 // The store rule (docs/multi-node.md): rank 0 serves the store in-process, the others
 // connect to it, retrying until HVD_TIMEOUT.
 //   host  HVD_STORE_ADDR's host; else MASTER_ADDR (any launcher); else the first host of
-//         SLURM_STEP_NODELIST / SLURM_JOB_NODELIST / SLURM_NODELIST (Slurm); else the
+//         SLURM_STEP_NODELIST / SLURM_JOB_NODELIST / SLURM_NODELIST (Slurm, a step across
+//         nodes: a node's name need not resolve on itself, loopback does); else the
 //         first host of the hostfile mpirun was given through the environment
 //         (OMPI_MCA_orte_default_hostfile, PRTE_MCA_prte_default_hostfile: the MPI
 //         Operator's /etc/mpi/hostfile; HYDRA_HOST_FILE for mpiexec), where rank 0 runs,

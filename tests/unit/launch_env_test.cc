@@ -225,6 +225,16 @@ TEST(LaunchEnv, SlurmInconsistencies) {
   e["HVD_STORE_PORT"] = "31000";
   LaunchEnv launch;
   EXPECT_EQ(Resolve(e, &launch).store_addr, "gpu07:31000");
+  // A step on one node uses loopback, not the node's name (which need not resolve).
+  e = {{"SLURM_PROCID", "1"},
+       {"SLURM_LOCALID", "1"},
+       {"SLURM_NODEID", "0"},
+       {"SLURM_STEP_NUM_TASKS", "2"},
+       {"SLURM_STEP_TASKS_PER_NODE", "2"},
+       {"SLURM_STEP_NODELIST", "hvdnode"},
+       {"SLURM_JOB_ID", "7"},
+       {"SLURM_STEP_ID", "0"}};
+  EXPECT_EQ(Resolve(e, &launch).store_addr, "127.0.0.1:20070");
 }
 
 TEST(LaunchEnv, TorchrunUsesMasterPortPlusOne) {
