@@ -1,6 +1,8 @@
 """A rank of the engines' tests: hvd.init() with no variable of dprun's, one
 all-reduce, and one JSON line with what it saw. PROBE_KILL=R: rank R SIGKILLs itself
 after a first all-reduce, and the others print what their next one failed with.
+PROBE_OUT=DIR: each rank also writes its line to DIR/rank.<rank> (mpiexec drops the
+output of ranks that outlive a failed one).
 PROBE_COMM (mpi4py): "world" hvd.init(comm=MPI.COMM_WORLD); "split": the even and the
 odd ranks each make a job of their own (comm=MPI.COMM_WORLD.Split); "ranks":
 comm=[the even ranks], the odd ones take no part."""
@@ -52,6 +54,9 @@ def main():
         except hvd.HvdError as e:
             out["error"] = str(e)
     print(json.dumps(out), flush=True)
+    if os.environ.get("PROBE_OUT"):
+        with open(os.path.join(os.environ["PROBE_OUT"], "rank.%d" % hvd.rank()), "w") as f:
+            f.write(json.dumps(out) + "\n")
     return 1 if "error" in out else 0
 
 
