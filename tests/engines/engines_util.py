@@ -1,5 +1,6 @@
 """What the engines' tests share: the build, the Python path the workers need, and
 bounded waits."""
+import json
 import os
 import shutil
 import subprocess
@@ -42,3 +43,14 @@ def run(cmd, timeout_s, **kwargs):
     """subprocess.run with a bound; returns the CompletedProcess (text)."""
     return subprocess.run(cmd, timeout=timeout_s, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           universal_newlines=True, **kwargs)
+
+
+def json_lines(text):
+    """The JSON objects in a job's output, in order: a launcher that merges its ranks'
+    output may join two ranks' lines into one."""
+    decoder, out, pos = json.JSONDecoder(), [], text.find("{")
+    while pos >= 0:
+        obj, end = decoder.raw_decode(text, pos)
+        out.append(obj)
+        pos = text.find("{", end)
+    return out

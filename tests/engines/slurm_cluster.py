@@ -20,10 +20,16 @@ NODE = "hvdnode"
 CPUS = 4
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(n):
+    """n distinct ports free now (held together while chosen, so never the same twice)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def installed():
@@ -73,7 +79,7 @@ class SlurmCluster:
                       "--key-file=" + self._path("munge.key"), "--pid-file=" + self._path("munged.pid"),
                       "--log-file=" + self._path("munged.log"), "--seed-file=" + self._path("munge.seed")])
         _wait(lambda: os.path.exists(socket_path), 20, "munged's socket")
-        ctld_port, slurmd_port = _free_port(), _free_port()
+        ctld_port, slurmd_port = _free_ports(2)
         with open(self.conf, "w") as f:
             f.write("\n".join([
                 "ClusterName=hvdtest",

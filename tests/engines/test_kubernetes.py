@@ -10,7 +10,6 @@ manifests). The ranks set no variable of dprun's.
   launcher only; "<job>-worker-<i>.<job>-worker.<ns>.svc slots=N" lines) and
   OMPI_MCA_plm_rsh_agent=/etc/mpi/kubexec.sh, which starts orted in a worker pod
   (here: into its namespace, as `kubectl exec` would)."""
-import json
 import os
 import shlex
 import shutil
@@ -36,7 +35,7 @@ def _need_pods():
 
 def _line(proc, timeout_s=90):
     out, err = proc.communicate(timeout=timeout_s)
-    lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    lines = engines_util.json_lines(out)
     return (lines[0] if lines else None), out + err, proc.returncode
 
 
@@ -137,8 +136,7 @@ def _mpijob(tmp_path, extra_args=(), workers_see_it=False):
         cmd += list(extra_args) + [PYTHON, PROBE]
         proc = pods.popen(names[0], cmd, env, mounts={"/etc/mpi": config})
         out, err = proc.communicate(timeout=150)
-    lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
-    return lines, out + err, proc.returncode
+    return engines_util.json_lines(out), out + err, proc.returncode
 
 
 def _check_mpijob(lines, text):

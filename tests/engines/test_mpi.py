@@ -3,7 +3,6 @@ and hvd.init(comm=...) with an mpi4py communicator or a list of ranks (Debian's
 python3-mpi4py, built against Open MPI, so those run under mpirun.openmpi). Every
 test names its MPI's launcher explicitly: with both installed, `mpirun` is whichever
 the alternatives system picked."""
-import json
 import os
 import time
 
@@ -17,14 +16,7 @@ HYDRA = "mpiexec.hydra"
 OPENMPI = "mpirun.openmpi"
 
 
-def _lines(text):
-    """The probe's JSON objects in the job's output (mpiexec may join two ranks' lines)."""
-    decoder, out, pos = json.JSONDecoder(), [], text.find("{")
-    while pos >= 0:
-        obj, end = decoder.raw_decode(text, pos)
-        out.append(obj)
-        pos = text.find("{", end)
-    return out
+_lines = engines_util.json_lines
 
 
 def _run(cmd, timeout_s=90, **extra):

@@ -1,7 +1,6 @@
 """Slurm for real: slurmctld, slurmd and munged started by the test (slurm_cluster.py:
 one node, 4 CPUs), jobs submitted with srun and sbatch. The ranks set no variable of
 dprun's: they read Slurm's."""
-import json
 import os
 import sys
 import time
@@ -32,8 +31,7 @@ def _env(**extra):
     return {k: env[k] for k in ("PYTHONPATH", "HVD_LIBRARY", "HVD_TIMEOUT", "PATH")} | extra
 
 
-def _lines(text):
-    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+_lines = engines_util.json_lines
 
 
 def _check_job(lines, size):
