@@ -140,12 +140,28 @@ def test_more_workers_than_the_cluster_holds_is_one_line(cluster):
     settings = hvd.ray.RayExecutor.create_settings(placement_group_timeout_s=3)
     executor = hvd.ray.RayExecutor(settings, num_workers=5, cpus_per_worker=1)
     t = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"could not place 5 worker\(s\) of \{'CPU': 1\} "
-                                           r"within 3s .*'CPU': 4\.0"):
+    with pytest.raises(RuntimeError, match=r"could not place 5 bundle\(s\) of \{'CPU': 1\} "
+                                           r"\(5 worker\(s\)\) within 3s .*'CPU': 4\.0"):
         executor.start()
     assert time.monotonic() - t < 30
     with pytest.raises(RuntimeError, match="call RayExecutor.start"):
         executor.run(_raises_on, args=[0])
+
+
+def test_num_hosts_puts_as_many_workers_on_each_node(cluster):
+    settings = hvd.ray.RayExecutor.create_settings(placement_group_timeout_s=30)
+    executor = hvd.ray.RayExecutor(settings, num_hosts=2, num_workers_per_host=1)
+    executor.start()
+    try:
+        out = executor.run(_layout_and_sum, args=[1.0])
+        assert [(o["local_size"], o["cross_size"]) for o in out] == [(1, 2), (1, 2)]
+    finally:
+        executor.shutdown()
+    # Three hosts of a two-node cluster: one line.
+    executor = hvd.ray.RayExecutor(hvd.ray.RayExecutor.create_settings(placement_group_timeout_s=2),
+                                   num_hosts=3, num_workers_per_host=1)
+    with pytest.raises(RuntimeError, match=r"could not place 3 bundle\(s\) .*one per node"):
+        executor.start()
 
 
 def test_arguments_are_checked():

@@ -87,10 +87,10 @@ def _cause(error):
 class RayExecutor:
     """horovod.ray.RayExecutor (0.28): see the module comment of hvd.ray.
 
-    Args: settings (create_settings), num_workers, or num_hosts with
-    num_workers_per_host (one bundle per worker, STRICT_SPREAD-free: PACK), and
-    cpus_per_worker, use_gpu, gpus_per_worker. min_workers/max_workers make it
-    elastic, as in Horovod: use ElasticRayExecutor's semantics through this class.
+    Args: settings (create_settings); num_workers, or num_hosts times
+    num_workers_per_host (one bundle per worker, placed PACK); cpus_per_worker,
+    use_gpu, gpus_per_worker. An elastic job is ElasticRayExecutor: min_workers and
+    max_workers here are refused with a line saying so.
     """
 
     @classmethod
@@ -132,23 +132,30 @@ class RayExecutor:
 
     # ---- Starting.
 
+    def _per_bundle(self):
+        """Workers per bundle: num_workers_per_host with num_hosts (one bundle per
+        host, STRICT_SPREAD), else 1 (PACK)."""
+        return self.num_workers_per_host if self.strict_hosts else 1
+
     def _bundles(self):
-        bundle = {"CPU": self.cpus_per_worker}
+        n = self._per_bundle()
+        bundle = {"CPU": self.cpus_per_worker * n}
         if self.gpus_per_worker:
-            bundle["GPU"] = self.gpus_per_worker
-        return [dict(bundle) for _ in range(self.num_workers)]
+            bundle["GPU"] = self.gpus_per_worker * n
+        return [dict(bundle) for _ in range(self.num_workers // n)]
 
     def _reserve(self):
         bundles = self._bundles()
-        pg = placement_group(bundles, strategy="PACK")
+        pg = placement_group(bundles, strategy="STRICT_SPREAD" if self.strict_hosts else "PACK")
         timeout = self.settings.placement_group_timeout_s
         ready, _ = ray.wait([pg.ready()], timeout=timeout)
         if not ready:
             remove_placement_group(pg)
             raise RuntimeError(
-                "hvd.ray: the cluster could not place %d worker(s) of %s within %ds "
+                "hvd.ray: the cluster could not place %d bundle(s) of %s (%s) within %ds "
                 "(placement_group_timeout_s); it has %s in all, %s free"
-                % (self.num_workers, bundles[0], timeout, ray.cluster_resources(),
+                % (len(bundles), bundles[0], "one per node" if self.strict_hosts else
+                   "%d worker(s)" % self.num_workers, timeout, ray.cluster_resources(),
                    ray.available_resources()))
         return pg
 
@@ -157,7 +164,8 @@ class RayExecutor:
         options = dict(num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker,
                        max_restarts=0, max_concurrency=2)
         return [Worker.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
-            placement_group=pg, placement_group_bundle_index=i), **options).remote(i, self.num_workers)
+            placement_group=pg, placement_group_bundle_index=i // self._per_bundle()),
+            **options).remote(i, self.num_workers)
                 for i in range(self.num_workers)]
 
     def start(self, executable_cls=None, executable_args=None, executable_kwargs=None,
