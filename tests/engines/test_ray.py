@@ -168,5 +168,20 @@ def test_arguments_are_checked():
     s = hvd.ray.RayExecutor.create_settings()
     with pytest.raises(ValueError, match="give num_workers"):
         hvd.ray.RayExecutor(s)
-    with pytest.raises(ValueError, match="ElasticRayExecutor"):
-        hvd.ray.RayExecutor(s, min_workers=1)
+    with pytest.raises(ValueError, match="positive min_workers"):
+        hvd.ray.RayExecutor(s, num_workers=2, min_workers=1)
+    with pytest.raises(ValueError, match="positive min_workers"):
+        hvd.ray.RayExecutor(s, max_workers=4)
+
+
+def test_an_elastic_ray_executor_through_min_workers(cluster):
+    executor = hvd.ray.RayExecutor(hvd.ray.RayExecutor.create_settings(), min_workers=2,
+                                   max_workers=3, cpus_per_worker=1)
+    executor.start()
+    try:
+        out = executor.run(_layout_and_sum, args=[1.0])
+        assert [o["rank"] for o in out] == [0, 1, 2] and out[0]["total"] == [6.0] * 5
+        with pytest.raises(RuntimeError, match="run\\(\\) only"):
+            executor.execute(lambda m: 0)
+    finally:
+        executor.shutdown()

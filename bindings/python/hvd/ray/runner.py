@@ -89,8 +89,9 @@ class RayExecutor:
 
     Args: settings (create_settings); num_workers, or num_hosts times
     num_workers_per_host (one bundle per worker, placed PACK); cpus_per_worker,
-    use_gpu, gpus_per_worker. An elastic job is ElasticRayExecutor: min_workers and
-    max_workers here are refused with a line saying so.
+    use_gpu, gpus_per_worker. With min_workers (and max_workers, reset_limit,
+    elastic_timeout) instead of num_workers the job is elastic, as in Horovod: an
+    ElasticRayExecutor whose slots are cpus_per_worker CPUs, with run() only.
     """
 
     @classmethod
@@ -105,9 +106,18 @@ class RayExecutor:
                  use_current_placement_group=True, min_workers=None, max_workers=None,
                  reset_limit=None, cooldown_range=None, elastic_timeout=600,
                  override_discovery=True):
+        self._elastic = None
         if min_workers is not None or max_workers is not None:
-            raise ValueError("hvd.ray: an elastic job is hvd.ray.ElasticRayExecutor "
-                             "(min_workers/max_workers are its arguments)")
+            if not min_workers or min_workers <= 0 or num_workers is not None:
+                raise ValueError("hvd.ray.RayExecutor: an elastic job takes a positive "
+                                 "min_workers (and max_workers), without num_workers")
+            from hvd.ray.elastic import ElasticRayExecutor, ElasticSettings
+            self._elastic = ElasticRayExecutor(
+                ElasticSettings(min_num_proc=min_workers, max_num_proc=max_workers,
+                                reset_limit=reset_limit, elastic_timeout=elastic_timeout,
+                                timeout_s=settings.timeout_s, cooldown_range=cooldown_range),
+                use_gpu=use_gpu, cpus_per_slot=cpus_per_worker, gpus_per_slot=gpus_per_worker)
+            return
         if num_workers is None and num_hosts is None:
             raise ValueError("hvd.ray.RayExecutor: give num_workers (or num_hosts with "
                              "num_workers_per_host)")
@@ -172,6 +182,9 @@ class RayExecutor:
               extra_env_vars=None):
         """Places the workers, serves the store and gives every worker its rank; then
         makes executable_cls(*executable_args, **executable_kwargs) on each."""
+        if self._elastic is not None:
+            self._elastic.env_vars.update({k: str(v) for k, v in (extra_env_vars or {}).items()})
+            return self._elastic.start()
         if self.workers:
             raise RuntimeError("hvd.ray: RayExecutor.start() was already called")
         self._pg = self._reserve()
@@ -213,6 +226,8 @@ class RayExecutor:
         """fn(*args, **kwargs) on every worker; their results in rank order."""
         del callbacks
         args, kwargs = list(args or []), dict(kwargs or {})
+        if self._elastic is not None:  # Horovod's elastic RayExecutor: run() only
+            return self._elastic.run(lambda: fn(*args, **kwargs))
         return self._get([w.execute.remote(lambda _: fn(*args, **kwargs)) for w in self._started()],
                          "running %s" % _name(fn))
 
@@ -227,6 +242,8 @@ class RayExecutor:
 
     def shutdown(self):
         """Ends the workers, the placement group and the store."""
+        if self._elastic is not None:
+            return self._elastic.shutdown()
         self._release(self.workers)
         self.workers = []
         if self._store is not None:
@@ -244,6 +261,8 @@ class RayExecutor:
             self._pg = None
 
     def _started(self):
+        if self._elastic is not None:
+            raise RuntimeError("hvd.ray: an elastic RayExecutor (min_workers) has run() only")
         if not self.workers:
             raise RuntimeError("hvd.ray: call RayExecutor.start() first")
         return self.workers
