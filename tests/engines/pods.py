@@ -20,7 +20,7 @@ def usable():
     """None if pods can be made here, else why not (one line)."""
     if os.geteuid() != 0:
         return "network namespaces need root"
-    for tool in ("ip", "unshare", "mount"):
+    for tool in ("ip", "nsenter", "unshare", "mount"):
         if shutil.which(tool) is None:
             return "%s is not installed" % tool
     r = subprocess.run(["ip", "netns", "list"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -82,7 +82,10 @@ class Pods:
                         for dst, src in (mounts or {}).items())
         setup = ("mount -t tmpfs -o size=256m pod-shm /dev/shm && mount --bind %s /etc/hosts && "
                  "%shostname %s && exec \"$@\"" % (self.hosts, binds, pod))
-        return ["ip", "netns", "exec", self.ns[pod], "unshare", "-u", "sh", "-c", setup, "sh"] + list(argv)
+        # nsenter, not ip netns exec, which mounts a /sys of its own without the cgroup
+        # file systems (slurmd wants them); unshare -m makes the mounts the pod's alone.
+        return (["nsenter", "--net=/var/run/netns/" + self.ns[pod], "unshare", "-m", "-u",
+                 "sh", "-c", setup, "sh"] + list(argv))
 
     def popen(self, pod, argv, env, mounts=None, **kwargs):
         p = subprocess.Popen(self.command(pod, argv, mounts), env=env, stdout=subprocess.PIPE,

@@ -1,9 +1,13 @@
-"""A one-node Slurm cluster of its own, for a test: munged, slurmctld and slurmd
-(Debian's slurm-wlm and munge) started as root from a private folder, with their own
-munge socket and key, ports and state, so nothing of the machine's is used or
-touched. The node is "hvdnode" at 127.0.0.1 with 4 CPUs (config_overrides: Slurm
-takes the count from the config, so 4 tasks fit on a 2-core machine). Every daemon is
-ended by its pid on stop(), on every exit path of the `with`.
+"""A Slurm cluster of its own, for a test: munged, slurmctld and slurmd (Debian's
+slurm-wlm and munge) started as root from a private folder, with their own munge
+socket and key, ports and state, so nothing of the machine's is used or touched.
+
+- SlurmCluster(): one node, "hvdnode" at 127.0.0.1 with 4 CPUs (config_overrides:
+  Slurm takes the count from the config, so 4 tasks fit on a 2-core machine).
+- SlurmCluster(pods=Pods(["ctl", "node1", "node2"])): slurmctld in the first pod and
+  one slurmd in each other pod (pods.py: a network namespace, host name, /dev/shm),
+  2 CPUs each; run() runs the client commands (srun, sbatch) in the first pod.
+Every daemon is ended on stop(), on every exit path of the `with`.
 
     with SlurmCluster() as slurm:
         slurm.run(["srun", "-n", "4", "python3", "train.py"], timeout_s=60)
@@ -47,7 +51,8 @@ def _sbin(name):
 
 
 class SlurmCluster:
-    def __init__(self):
+    def __init__(self, pods=None):
+        self.pods = pods
         self.dir = tempfile.mkdtemp(prefix="hvd-slurm-")
         self.procs = []
         self.conf = os.path.join(self.dir, "slurm.conf")
@@ -70,7 +75,6 @@ class SlurmCluster:
     def _start(self):
         d = self.dir
         os.makedirs(self._path("state"))
-        os.makedirs(self._path("spool"))
         subprocess.run([_sbin("mungekey"), "-c", "-f", "-k", self._path("munge.key")], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=30)
         os.chmod(self._path("munge.key"), 0o400)
@@ -80,17 +84,27 @@ class SlurmCluster:
                       "--log-file=" + self._path("munged.log"), "--seed-file=" + self._path("munge.seed")])
         _wait(lambda: os.path.exists(socket_path), 20, "munged's socket")
         ctld_port, slurmd_port = _free_ports(2)
+        if self.pods is None:
+            ctl, ctl_addr = socket.gethostname().split(".")[0], "127.0.0.1"
+            nodes = ["NodeName=%s NodeAddr=127.0.0.1 NodeHostname=%s CPUs=%d State=UNKNOWN"
+                     % (NODE, socket.gethostname(), CPUS)]
+            names = [NODE]
+        else:
+            ctl, names = self.pods.names[0], self.pods.names[1:]
+            ctl_addr = self.pods.addr[ctl]
+            nodes = ["NodeName=%s NodeAddr=%s NodeHostname=%s CPUs=2 State=UNKNOWN"
+                     % (n, self.pods.addr[n], n) for n in names]
         with open(self.conf, "w") as f:
             f.write("\n".join([
                 "ClusterName=hvdtest",
-                "SlurmctldHost=%s(127.0.0.1)" % socket.gethostname().split(".")[0],
+                "SlurmctldHost=%s(%s)" % (ctl, ctl_addr),
                 "MailProg=/bin/true",
                 "SlurmctldPort=%d" % ctld_port, "SlurmdPort=%d" % slurmd_port,
                 "SlurmUser=root", "SlurmdUser=root",
                 "AuthType=auth/munge", "CredType=cred/munge",
                 "AuthInfo=socket=%s" % socket_path,
-                "StateSaveLocation=%s/state" % d, "SlurmdSpoolDir=%s/spool" % d,
-                "SlurmctldPidFile=%s/slurmctld.pid" % d, "SlurmdPidFile=%s/slurmd.pid" % d,
+                "StateSaveLocation=%s/state" % d, "SlurmdSpoolDir=%s/spool-%%n" % d,
+                "SlurmctldPidFile=%s/slurmctld.pid" % d, "SlurmdPidFile=%s/slurmd-%%n.pid" % d,
                 "SlurmctldLogFile=%s/slurmctld.log" % d, "SlurmdLogFile=%s/slurmd.log" % d,
                 "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
                 "MpiDefault=none", "SchedulerType=sched/builtin",
@@ -99,29 +113,33 @@ class SlurmCluster:
                 "JobAcctGatherType=jobacct_gather/none",
                 "AccountingStorageType=accounting_storage/none",
                 "KillWait=5", "MessageTimeout=20", "InactiveLimit=0",
-                "NodeName=%s NodeAddr=127.0.0.1 NodeHostname=%s CPUs=%d State=UNKNOWN"
-                % (NODE, socket.gethostname(), CPUS),
-                "PartitionName=debug Nodes=%s Default=YES MaxTime=INFINITE State=UP" % NODE,
+            ] + nodes + [
+                "PartitionName=debug Nodes=%s Default=YES MaxTime=INFINITE State=UP" % ",".join(names),
             ]) + "\n")
-        self._daemon([_sbin("slurmctld"), "-D", "-i", "-f", self.conf])
-        self._daemon([_sbin("slurmd"), "-D", "-N", NODE, "-f", self.conf])
-        _wait(self._node_idle, 60, "slurmd's node to be idle (see %s/slurmd.log)" % d)
+        self._daemon([_sbin("slurmctld"), "-D", "-i", "-f", self.conf], ctl if self.pods else None)
+        for n in names:
+            self._daemon([_sbin("slurmd"), "-D", "-N", n, "-f", self.conf], n if self.pods else None)
+        _wait(lambda: self._nodes_idle(len(names)), 60,
+              "slurmd's node(s) to be idle (see %s/slurmd.log)" % d)
 
-    def _daemon(self, cmd):
-        log = open(os.path.join(self.dir, os.path.basename(cmd[0]) + ".out"), "w")
-        self.procs.append(subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, start_new_session=True))
+    def _daemon(self, cmd, pod=None):
+        name = os.path.basename(cmd[0])
+        log = open(os.path.join(self.dir, name + ".out"), "a")
+        if pod is not None:
+            cmd = self.pods.command(pod, cmd)
+        proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc.hvd_name = name
+        self.procs.append(proc)
 
-    def _node_idle(self):
+    def _nodes_idle(self, count):
         for p in self.procs:
             if p.poll() is not None:
-                name = os.path.basename(p.args[0])
                 raise RuntimeError("%s exited with code %d: %s" % (
-                    name, p.returncode, " | ".join(self._tail(name + ".log") +
-                                                   self._tail(name + ".out"))))
-        r = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], env=self.env, timeout=20,
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True)
-        return r.stdout.strip() == "idle"
+                    p.hvd_name, p.returncode, " | ".join(
+                        self._tail(p.hvd_name + ".log") + self._tail(p.hvd_name + ".out"))))
+        r = self.run(["sinfo", "-h", "-N", "-o", "%t"], 20)
+        return r.stdout.split() == ["idle"] * count
 
     def _tail(self, name, lines=6):
         try:
@@ -134,6 +152,8 @@ class SlurmCluster:
         """Runs a Slurm client command (srun, sbatch, ...) against this cluster."""
         e = dict(self.env)
         e.update(env or {})
+        if self.pods is not None:
+            cmd = self.pods.command(self.pods.names[0], cmd)
         return subprocess.run(cmd, env=e, timeout=timeout_s, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, universal_newlines=True, **kwargs)
 

@@ -1,6 +1,7 @@
 """Slurm for real: slurmctld, slurmd and munged started by the test (slurm_cluster.py:
-one node, 4 CPUs), jobs submitted with srun and sbatch. The ranks set no variable of
-dprun's: they read Slurm's."""
+one node of 4 CPUs; and two nodes, each slurmd in a network namespace of its own), jobs
+submitted with srun and sbatch. The ranks set no variable of dprun's: they read
+Slurm's."""
 import os
 import sys
 import time
@@ -8,6 +9,7 @@ import time
 import pytest
 
 import engines_util
+import pods as pods_mod
 import slurm_cluster
 
 pytestmark = pytest.mark.slow
@@ -104,6 +106,32 @@ def test_batch_script_without_srun_is_one_rank(slurm, tmp_path):
     r = slurm.run(["sbatch", "--wait", "-n", "1", "-o", str(out), str(script)], 120, env=_env())
     assert r.returncode == 0, r.stderr + out.read_text()
     _check_job(_lines(out.read_text()), 1)
+
+
+def test_srun_across_two_nodes():
+    why = slurm_cluster.installed() or pods_mod.usable()
+    if why:
+        pytest.skip(why)
+    with pods_mod.Pods(["ctl", "node1", "node2"]) as pods:
+        with slurm_cluster.SlurmCluster(pods=pods) as slurm:
+            r = slurm.run(["srun", "-N", "2", "-n", "4", PYTHON, PROBE], 120,
+                          env=_env(HVD_STORE_SECRET="s"))
+            killed = slurm.run(["srun", "-N", "2", "-n", "4", PYTHON, PROBE], 120,
+                               env=_env(HVD_STORE_SECRET="s", PROBE_KILL="3"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = _lines(r.stdout)
+    assert sorted(o["rank"] for o in lines) == [0, 1, 2, 3], r.stdout + r.stderr
+    for o in lines:
+        # Ranks 0-1 on node1, 2-3 on node2: the store at node1 (SLURM_STEP_NODELIST).
+        assert o["host"] == ("node1" if o["rank"] < 2 else "node2")
+        assert (o["local_size"], o["cross_size"]) == (2, 2)
+        assert o["cross_rank"] == o["rank"] // 2
+        assert o["sum"] == [10.0] * 4
+    assert killed.returncode != 0
+    lines = _lines(killed.stdout)
+    assert sorted(o["rank"] for o in lines) == [0, 1, 2], killed.stdout + killed.stderr
+    for o in lines:
+        assert "rank 3" in o["error"], o["error"]
 
 
 del sys
