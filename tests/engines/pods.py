@@ -88,8 +88,11 @@ class Pods:
                  "sh", "-c", setup, "sh"] + list(argv))
 
     def popen(self, pod, argv, env, mounts=None, **kwargs):
-        p = subprocess.Popen(self.command(pod, argv, mounts), env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, universal_newlines=True, **kwargs)
+        """Starts argv in `pod`; its output is piped unless kwargs say otherwise."""
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        kwargs.setdefault("stderr", subprocess.PIPE)
+        p = subprocess.Popen(self.command(pod, argv, mounts), env=env, universal_newlines=True,
+                             **kwargs)
         self.procs.append(p)
         return p
 

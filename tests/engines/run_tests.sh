@@ -36,5 +36,6 @@ run() {  # run PYTHON FILE...
   if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then status=1; fi
 }
 run /usr/bin/python3 "$HERE/test_mpi.py" "$HERE/test_slurm.py" "$HERE/test_kubernetes.py"
-run "$engines_python" "$HERE/test_ray.py" "$HERE/test_ray_elastic.py" "$HERE/test_spark.py"
+run "$engines_python" "$HERE/test_ray.py" "$HERE/test_ray_elastic.py" "$HERE/test_ray_pods.py" \
+  "$HERE/test_spark.py"
 exit $status
