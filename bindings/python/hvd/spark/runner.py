@@ -243,7 +243,7 @@ def _outcome(results, ranks):
     return [_decode(by_rank[r][3]) for r in range(ranks)]
 
 
-def _start(fn, args, kwargs, num_proc, start_timeout, env, executable, elastic):
+def _start(fn, args, kwargs, num_proc, start_timeout, env, executable):
     sc = _spark_context()
     num_proc = int(num_proc or sc.defaultParallelism)
     if start_timeout is None:
@@ -269,8 +269,7 @@ def run(fn, args=(), kwargs={}, num_proc=None, start_timeout=None, use_mpi=None,
     del use_gloo, stdout, stderr, verbose, nics, prefix_output_with_timestamp
     if use_mpi or extra_mpi_args:
         raise ValueError("hvd.spark: the ranks run without MPI (drop use_mpi and extra_mpi_args)")
-    sc, num_proc, store, job = _start(fn, args, kwargs, num_proc, start_timeout, env, executable,
-                                      elastic=False)
+    sc, num_proc, store, job = _start(fn, args, kwargs, num_proc, start_timeout, env, executable)
     try:
         spark_job = _SparkJob(sc, num_proc, job)
         registered = _await_registrations(store, spark_job, num_proc, job["start_timeout"])
@@ -298,8 +297,7 @@ def run_elastic(fn, args=(), kwargs={}, num_proc=None, min_num_proc=None, max_nu
     del stdout, stderr, verbose, nics, prefix_output_with_timestamp
     min_num_proc = min_np if min_np is not None else min_num_proc
     max_num_proc = max_np if max_np is not None else max_num_proc
-    sc, num_proc, store, job = _start(fn, args, kwargs, num_proc, start_timeout, env, None,
-                                      elastic=True)
+    sc, num_proc, store, job = _start(fn, args, kwargs, num_proc, start_timeout, env, None)
     try:
         return _elastic.run(sc, num_proc, store, job, min_num_proc or num_proc,
                             max_num_proc, elastic_timeout, reset_limit)
