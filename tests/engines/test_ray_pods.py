@@ -3,6 +3,7 @@ in a pod (pods.py: a network namespace of its own, 10.232.0.x), started with `ra
 as on real machines. The driver runs on the head: its store must be reached at the
 head's address, and each node's workers bind their own. Then one node's processes are
 all killed (the node lost), and the driver names the dead rank."""
+import contextlib
 import json
 import os
 import shutil
@@ -69,11 +70,15 @@ def test_ray_cluster_of_three_pods():
     if why:
         pytest.skip(why)
     names = ["rayhead", "raynode1", "raynode2"]
-    env = engines_util.worker_env({"RAY_USAGE_STATS_ENABLED": "0", "HVD_TIMEOUT": "20"})
+    # A cluster across addresses (test_ray.py, in the same process, turns that off).
+    env = engines_util.worker_env({"RAY_USAGE_STATS_ENABLED": "0", "HVD_TIMEOUT": "20",
+                                   "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"})
     ray_cmd = os.path.join(os.path.dirname(_python()), "ray")
     # Ray's socket paths must stay short (108 bytes): not under pytest's tmp_path.
     tmp = tempfile.mkdtemp(prefix="hvdrp-")
-    with pods_mod.Pods(names) as pods:
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, tmp, ignore_errors=True)
+        pods = cleanup.enter_context(pods_mod.Pods(names))
         head = "%s:6379" % pods.addr["rayhead"]
         listening = [_python(), "-c", "import socket, sys; socket.create_connection("
                      "(sys.argv[1], 6379), timeout=2)", pods.addr["rayhead"]]
@@ -112,7 +117,6 @@ def test_ray_cluster_of_three_pods():
             except OSError:
                 pass
         out, err = driver.communicate(timeout=120)
-    shutil.rmtree(tmp, ignore_errors=True)
     for o in first:
         assert o["store"].startswith(pods.addr["rayhead"] + ":")
         assert o["gloo"] == pods.addr[o["host"]]
