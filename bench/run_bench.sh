@@ -40,8 +40,8 @@ for f in "$dprun" "$bench"; do
   [ -x "$f" ] || { echo "$0: $f not found: build it first (HVD_BUILD_BENCH=ON)" >&2; exit 1; }
 done
 have_mpi=0
-if [ -x "$mpibench" ] && command -v mpirun >/dev/null; then have_mpi=1; fi
-[ $have_mpi = 1 ] || echo "$0: no mpi_allreduce_bench or mpirun: skipping MPI" >&2
+if [ -x "$mpibench" ] && command -v mpirun.openmpi >/dev/null; then have_mpi=1; fi
+[ $have_mpi = 1 ] || echo "$0: no mpi_allreduce_bench or mpirun.openmpi: skipping MPI" >&2
 
 rm -f "$out"/dprun_np*.csv "$out"/mpi_np*.csv "$out"/pairs/*.csv
 {
@@ -65,7 +65,7 @@ run_mpi() {
   local over=() mpibind=none
   [ "$np" -gt "$(nproc)" ] && over=(--oversubscribe)
   [ "$bind" = core ] && [ "$np" -le "$(nproc)" ] && mpibind=core
-  mpirun --allow-run-as-root "${over[@]}" --bind-to "$mpibind" -np "$np" \
+  mpirun.openmpi --allow-run-as-root "${over[@]}" --bind-to "$mpibind" -np "$np" \
     --mca btl self,vader --mca oob_tcp_if_include lo --mca mpi_yield_when_idle 1 \
     "$mpibench" --csv "$csv" "$@"
 }

@@ -444,6 +444,43 @@ hvd_status_t hvd_nccl_version(int* out);
  * out-parameter may be NULL. Never fails; callable before hvd_init. */
 hvd_status_t hvd_version(int* major, int* minor, int* patch, int* abi);
 
+/* ---- A job's store, for launchers ------------------------------------------------ */
+
+/* A launcher written in another language (hvd.ray, hvd.spark: their driver starts
+ * the workers and is not a rank) serves the job's store, the rendezvous every rank
+ * connects to first, as dprun does: it serves one (hvd_store_serve), gives each rank
+ * HVD_RANK, HVD_SIZE, ..., HVD_STORE_ADDR=host:port and HVD_STORE_SECRET, and may
+ * write the launcher's keys (runtime/common/job_keys.h: "hvd/abort/reason", naming a
+ * rank that died, ends the other ranks' waits at once, naming it; an elastic job's
+ * generations). Its tasks may connect to it (hvd_store_connect) to register before
+ * they are ranks. A served store runs on its own thread until hvd_store_close, which
+ * also frees the handle. These calls need no hvd_init and are thread-safe. */
+typedef struct hvd_store hvd_store_t;
+
+/* Serves a store on host:port (port 0: an ephemeral one) to connections that
+ * present `secret` (NULL: none). HVD_INVALID_ARGUMENT naming the address when it
+ * cannot listen there. */
+hvd_status_t hvd_store_serve(const char* host, int port, const char* secret, hvd_store_t** store);
+/* Connects to the store served at "host:port", retrying until timeout_ms
+ * (HVD_TIMEOUT naming the address after that; HVD_INVALID_ARGUMENT for a wrong
+ * secret or a malformed address). */
+hvd_status_t hvd_store_connect(const char* address, const char* secret, int64_t timeout_ms,
+                               hvd_store_t** store);
+/* The port a served store listens on; 0 for a connected one. */
+hvd_status_t hvd_store_port(hvd_store_t* store, int* port);
+/* Sets key := value[0..length) (binary-safe). */
+hvd_status_t hvd_store_set(hvd_store_t* store, const char* key, const void* value, size_t length);
+/* Reads a key, waiting up to timeout_ms for it to be set (HVD_TIMEOUT naming the
+ * key after that). Copies up to `capacity` bytes into buf (NULL when capacity is 0)
+ * and sets *length to the value's full length, so a second call can size buf. */
+hvd_status_t hvd_store_get(hvd_store_t* store, const char* key, int64_t timeout_ms, void* buf,
+                           size_t capacity, size_t* length);
+/* Adds delta to the integer at key (0 if unset); *value receives the sum. */
+hvd_status_t hvd_store_add(hvd_store_t* store, const char* key, int64_t delta, int64_t* value);
+/* Closes the connection, or stops serving (every client's next call fails), and
+ * frees the handle. NULL is a no-op. */
+hvd_status_t hvd_store_close(hvd_store_t* store);
+
 /* ---- Errors ---------------------------------------------------------------- */
 
 /* "HVD_SUCCESS", "HVD_MISMATCH", ...; never NULL. */

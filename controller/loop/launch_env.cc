@@ -1,7 +1,5 @@
 #include "controller/loop/launch_env.h"
 
-#include "runtime/store/net_address.h"
-
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -15,7 +13,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <system_error>
+
+#include "runtime/store/net_address.h"
 
 namespace hvd {
 namespace {
@@ -158,6 +160,89 @@ Status SlurmLayout(const GetEnv& env, Layout* l) {
   return Status::OK();
 }
 
+// MPICH's and Intel MPI's mpiexec (Hydra): PMI_RANK, PMI_SIZE, MPI_LOCALRANKID and
+// MPI_LOCALNRANKS. Cross ranks are exchanged.
+Status PmiLayout(const GetEnv& env, Layout* l) {
+  const std::string who = "PMI (mpiexec)";
+  HVD_RETURN_IF_ERROR(Required(env, who, {"PMI_RANK"}, 0, &l->rank));
+  HVD_RETURN_IF_ERROR(Required(env, who, {"PMI_SIZE"}, 1, &l->size));
+  HVD_RETURN_IF_ERROR(Required(env, who, {"MPI_LOCALRANKID"}, 0, &l->local_rank));
+  HVD_RETURN_IF_ERROR(Required(env, who, {"MPI_LOCALNRANKS"}, 1, &l->local_size));
+  l->names = "PMI_RANK, PMI_SIZE";
+  return Status::OK();
+}
+
+// Kubeflow's PyTorchJob (and any env:// launch of one process per node): RANK and
+// WORLD_SIZE only. Every process is alone on its node.
+Status PyTorchJobLayout(const GetEnv& env, Layout* l) {
+  const std::string who = "PyTorchJob";
+  HVD_RETURN_IF_ERROR(Required(env, who, {"RANK"}, 0, &l->rank));
+  HVD_RETURN_IF_ERROR(Required(env, who, {"WORLD_SIZE"}, 1, &l->size));
+  l->names = "RANK, WORLD_SIZE";
+  l->local_rank = 0;
+  l->local_size = 1;
+  l->cross_rank = l->rank;
+  l->cross_size = l->size;
+  l->cross_known = true;
+  return Status::OK();
+}
+
+// Picks the launcher from the environment and reads its layout; *launcher stays empty
+// when none is detected.
+Status DetectLayout(const GetEnv& env, std::string* launcher, Layout* l) {
+  const bool torch_env = env("RANK") != nullptr && env("WORLD_SIZE") != nullptr;
+  const bool slurm = env("SLURM_PROCID") != nullptr && env("SLURM_LOCALID") != nullptr;
+  const bool pmi = env("PMI_RANK") != nullptr && env("PMI_SIZE") != nullptr;
+  if (torch_env && env("LOCAL_RANK") != nullptr) {
+    *launcher = "torchrun";
+    return TorchrunLayout(env, l);
+  }
+  if (env("OMPI_COMM_WORLD_RANK") != nullptr) {
+    *launcher = "Open MPI";
+    return OpenMpiLayout(env, l);
+  }
+  if (pmi && (env("MPI_LOCALRANKID") != nullptr || !slurm)) {
+    *launcher = "PMI";
+    return PmiLayout(env, l);
+  }
+  if (slurm) {
+    *launcher = "Slurm";
+    HVD_RETURN_IF_ERROR(SlurmLayout(env, l));
+    if (pmi && std::string(env("PMI_RANK")) != env("SLURM_PROCID"))
+      return Status::InvalidArgument(std::string("Slurm: PMI_RANK=") + env("PMI_RANK") +
+                                     " differs from SLURM_PROCID=" + env("SLURM_PROCID") +
+                                     " (a launcher inside srun that sets neither "
+                                     "MPI_LOCALRANKID nor OMPI_COMM_WORLD_RANK)");
+    return Status::OK();
+  }
+  if (torch_env) {
+    *launcher = "PyTorchJob";
+    return PyTorchJobLayout(env, l);
+  }
+  return Status::OK();
+}
+
+// The first host of the hostfile that the launcher's environment names and this node
+// can read; empty otherwise. *var is the variable that named it.
+std::string HostfileHost(const GetEnv& env, const std::string& launcher, const LaunchProbes& probes,
+                         std::string* var) {
+  if (launcher != "Open MPI" && launcher != "PMI") return "";
+  const std::vector<const char*> names =
+      launcher == "Open MPI" ? std::vector<const char*>{"OMPI_MCA_orte_default_hostfile",
+                                                        "PRTE_MCA_prte_default_hostfile",
+                                                        "OMPI_MCA_prte_default_hostfile"}
+                             : std::vector<const char*>{"HYDRA_HOST_FILE"};
+  for (const char* n : names) {
+    const char* path = env(n);
+    if (path == nullptr || *path == '\0') continue;
+    *var = std::string(n) + "=" + path;
+    std::string text;
+    if (!probes.read_file(path, &text)) return "";
+    return FirstHostfileHost(text);
+  }
+  return "";
+}
+
 // Works out the store's host and port by the rule in the header.
 // A number for the launcher's job id in the first of `names` that is set: its
 // decimal value, or a hash of its text. False if none is set.
@@ -178,7 +263,7 @@ bool JobNumber(const GetEnv& env, std::initializer_list<const char*> names, uint
 }
 
 Status StoreEndpoint(const GetEnv& env, const std::string& launcher, const Layout& l,
-                     std::string* host, int* port) {
+                     const LaunchProbes& probes, std::string* host, int* port) {
   host->clear();
   *port = 0;
   uint64_t job_number = 0;
@@ -188,17 +273,26 @@ Status StoreEndpoint(const GetEnv& env, const std::string& launcher, const Layou
   // MASTER_ADDR (torch.distributed's) names rank 0's node under any launcher.
   if (const char* master = env("MASTER_ADDR")) {
     *host = master;
-  } else if (launcher == "Slurm") {
+  } else if (launcher == "Slurm" && l.local_size < l.size) {
+    // A step on one node needs no name: loopback (below), which always resolves.
     const char* list =
         FirstSet(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"});
     if (list != nullptr) *host = FirstSlurmHost(list);
   }
+  std::string hostfile;
+  if (host->empty() && l.local_size < l.size)
+    *host = HostfileHost(env, launcher, probes, &hostfile);
   if (host->empty() && l.local_size == l.size) *host = "127.0.0.1";
   if (host->empty())
-    return Status::InvalidArgument(launcher +
-                                   " launch across nodes: set MASTER_ADDR to rank 0's node (and "
-                                   "MASTER_PORT, or HVD_STORE_PORT), or HVD_STORE_ADDR to host:port "
-                                   "on rank 0's node (rank 0 serves the store there)");
+    return Status::InvalidArgument(
+        launcher +
+        " launch across nodes: set MASTER_ADDR to rank 0's node (and MASTER_PORT, or "
+        "HVD_STORE_PORT), or HVD_STORE_ADDR to host:port on rank 0's node (rank 0 serves the "
+        "store there); this is rank " +
+        std::to_string(l.rank) + " of " + std::to_string(l.size) + ", " +
+        std::to_string(l.local_size) + " on this node" +
+        (hostfile.empty() ? std::string()
+                          : "; " + hostfile + " is not readable here or names no host"));
 
   if (const char* p = env("HVD_STORE_PORT")) {
     HVD_RETURN_IF_ERROR(ParseCount("HVD_STORE_PORT", p, 1, port));
@@ -213,18 +307,51 @@ Status StoreEndpoint(const GetEnv& env, const std::string& launcher, const Layou
     HVD_RETURN_IF_ERROR(Required(env, "Slurm", {"SLURM_JOB_ID", "SLURM_JOBID"}, 0, &job));
     if (FirstSet(env, {"SLURM_STEP_ID", "SLURM_STEPID"}) != nullptr)
       HVD_RETURN_IF_ERROR(Required(env, "Slurm", {"SLURM_STEP_ID", "SLURM_STEPID"}, 0, &step));
-    *port =
-        kDerivedPortBase + static_cast<int>((static_cast<int64_t>(job) * 10 + step) % kDerivedPortSpan);
-  } else if (launcher == "Open MPI" && JobNumber(env, {"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"},
-                                                 &job_number)) {
+    *port = kDerivedPortBase +
+            static_cast<int>((static_cast<int64_t>(job) * 10 + step) % kDerivedPortSpan);
+  } else if (launcher == "Open MPI" &&
+             JobNumber(env, {"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"}, &job_number)) {
     // mpirun gives every job its own id: one port per job, the same on every rank.
     *port = kDerivedPortBase + static_cast<int>(job_number % kDerivedPortSpan);
+  } else if (launcher == "PMI" && l.local_size == l.size &&
+             probes.ancestor_pid({"hydra_pmi_proxy", "pmi_proxy"}) > 0) {
+    // One node: every rank is a child of the same Hydra proxy, whose pid is unique.
+    *port =
+        kDerivedPortBase + probes.ancestor_pid({"hydra_pmi_proxy", "pmi_proxy"}) % kDerivedPortSpan;
   } else {
     return Status::InvalidArgument(launcher +
                                    " launch: set HVD_STORE_PORT (or HVD_STORE_ADDR) "
                                    "to the port rank 0 serves the job's store on");
   }
   return Status::OK();
+}
+
+// The real LaunchProbes::ancestor_pid: follows parent pids through /proc/PID/stat.
+int AncestorPid(const std::vector<std::string>& names) {
+  int pid = static_cast<int>(::getppid());
+  for (int depth = 0; depth < 64 && pid > 1; ++depth) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close < open) return 0;
+    const std::string comm = stat.substr(open + 1, close - open - 1);
+    if (std::find(names.begin(), names.end(), comm) != names.end()) return pid;
+    std::istringstream rest(stat.substr(close + 1));
+    std::string state;
+    int parent = 0;
+    if (!(rest >> state >> parent)) return 0;
+    pid = parent;
+  }
+  return 0;
+}
+
+bool ReadWholeFile(const std::string& path, std::string* text) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::ostringstream all;
+  all << in.rdbuf();
+  *text = all.str();
+  return true;
 }
 
 }  // namespace
@@ -237,24 +364,18 @@ RuntimeOptions::GetEnv LaunchEnv::Overlay(const RuntimeOptions::GetEnv& base) co
   };
 }
 
-Status DetectLaunchEnv(const RuntimeOptions::GetEnv& getenv_fn, LaunchEnv* out) {
+Status DetectLaunchEnv(const RuntimeOptions::GetEnv& getenv_fn, LaunchEnv* out,
+                       const LaunchProbes& given_probes) {
   GetEnv env = getenv_fn ? getenv_fn : GetEnv([](const char* n) { return std::getenv(n); });
+  LaunchProbes probes = given_probes;
+  if (!probes.ancestor_pid) probes.ancestor_pid = AncestorPid;
+  if (!probes.read_file) probes.read_file = ReadWholeFile;
   *out = LaunchEnv();
   if (env("HVD_RANK") != nullptr) return Status::OK();
   Layout l;
   std::string launcher;
-  if (env("RANK") != nullptr && env("WORLD_SIZE") != nullptr && env("LOCAL_RANK") != nullptr) {
-    launcher = "torchrun";
-    HVD_RETURN_IF_ERROR(TorchrunLayout(env, &l));
-  } else if (env("OMPI_COMM_WORLD_RANK") != nullptr) {
-    launcher = "Open MPI";
-    HVD_RETURN_IF_ERROR(OpenMpiLayout(env, &l));
-  } else if (env("SLURM_PROCID") != nullptr && env("SLURM_LOCALID") != nullptr) {
-    launcher = "Slurm";
-    HVD_RETURN_IF_ERROR(SlurmLayout(env, &l));
-  } else {
-    return Status::OK();
-  }
+  HVD_RETURN_IF_ERROR(DetectLayout(env, &launcher, &l));
+  if (launcher.empty()) return Status::OK();
   HVD_RETURN_IF_ERROR(CheckLayout(launcher, l));
 
   LaunchEnv e;
@@ -274,7 +395,7 @@ Status DetectLaunchEnv(const RuntimeOptions::GetEnv& getenv_fn, LaunchEnv* out) 
   }
   if (l.size > 1) {
     int port = 0;
-    HVD_RETURN_IF_ERROR(StoreEndpoint(env, launcher, l, &e.store_host, &port));
+    HVD_RETURN_IF_ERROR(StoreEndpoint(env, launcher, l, probes, &e.store_host, &port));
     e.vars["HVD_STORE_ADDR"] = JoinStoreAddress(e.store_host, port);
     e.serve_store = l.rank == 0;
     e.listen_port = port;
@@ -356,6 +477,21 @@ std::string FirstSlurmHost(const std::string& nodelist) {
     i = close;
   }
   return host;
+}
+
+std::string FirstHostfileHost(const std::string& text) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    std::string host;
+    if (!(words >> host)) continue;
+    if (host.front() != '[') return host.substr(0, host.find(':'));  // "host:N" (Hydra)
+    const size_t close = host.find(']');  // "[fd00::2]:4": the address inside
+    return close == std::string::npos ? "" : host.substr(1, close - 1);
+  }
+  return "";
 }
 
 }  // namespace hvd

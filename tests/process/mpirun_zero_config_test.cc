@@ -32,7 +32,7 @@ CommandResult Mpirun(const std::string& exports, const std::string& command) {
       "for v in $(env | sed -n 's/^\\(HVD_[A-Z_]*\\)=.*/\\1/p'); do unset $v; done; ";
   CommandResult r = RunCommand(
       clean + prefix +
-          "mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,tcp "
+          "mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 --mca btl self,tcp "
           "--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo " + exports + command,
       seconds(120));
   if (isolated)
@@ -40,10 +40,10 @@ CommandResult Mpirun(const std::string& exports, const std::string& command) {
   return r;
 }
 
-bool HaveMpirun() { return ::access("/usr/bin/mpirun", X_OK) == 0; }
+bool HaveMpirun() { return ::access("/usr/bin/mpirun.openmpi", X_OK) == 0; }
 
 TEST(MpirunZeroConfig, CProgram) {
-  if (!HaveMpirun()) GTEST_SKIP() << "Open MPI (mpirun) is not installed";
+  if (!HaveMpirun()) GTEST_SKIP() << "Open MPI (mpirun.openmpi) is not installed";
   const CommandResult r =
       Mpirun("", std::string(HVD_BUILD_DIR) + "/tests/programs/c_collectives_job");
   ASSERT_FALSE(r.timed_out) << r.output;
@@ -56,7 +56,7 @@ TEST(MpirunZeroConfig, CProgram) {
 // HVD_LIBRARY only tells Python which libhvd.so to load (this build's): without
 // dprun, nothing else says so here. It is not a launch setting.
 TEST(MpirunZeroConfig, PythonProgram) {
-  if (!HaveMpirun()) GTEST_SKIP() << "Open MPI (mpirun) is not installed";
+  if (!HaveMpirun()) GTEST_SKIP() << "Open MPI (mpirun.openmpi) is not installed";
   if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
   const std::string code =
       "import os, numpy as np, hvd.numpy as hvd; hvd.init(); "

@@ -191,7 +191,8 @@ TEST(SchedulerLaunch, WrongSecretIsRefused) {
 // allows it, so neither mpirun nor the ranks can reach any other address; otherwise
 // with Open MPI's transports pinned to lo.
 TEST(SchedulerLaunch, RealMpirun) {
-  if (::access("/usr/bin/mpirun", X_OK) != 0) GTEST_SKIP() << "Open MPI (mpirun) is not installed";
+  if (::access("/usr/bin/mpirun.openmpi", X_OK) != 0)
+    GTEST_SKIP() << "Open MPI (mpirun.openmpi) is not installed";
   const std::string ns = "hvdt" + std::to_string(::getpid()) + "-mpi";
   const bool isolated =
       ::geteuid() == 0 &&
@@ -200,7 +201,7 @@ TEST(SchedulerLaunch, RealMpirun) {
   const std::string prefix = isolated ? "ip netns exec " + ns + " " : "";
   const CommandResult r =
       RunCommand(prefix +
-                     "mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,tcp "
+                     "mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 --mca btl self,tcp "
                      "--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x HVD_STORE_PORT=" +
                      std::to_string(FreePort()) + " -x HVD_TIMEOUT=10 " + kTopologyJob + " 3",
                  seconds(60));

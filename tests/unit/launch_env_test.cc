@@ -1,14 +1,17 @@
-// DetectLaunchEnv over injected environments: Open MPI, Slurm and torchrun variable
-// sets, the store rule, and the errors that name the variable.
-#include "controller/loop/bootstrap.h"
+// DetectLaunchEnv over injected environments: Open MPI, MPICH/Intel MPI (PMI), Slurm,
+// torchrun and Kubeflow PyTorchJob variable sets, the store rule, and the errors that name the
+// variable.
 #include "controller/loop/launch_env.h"
-#include "runtime/store/net_address.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <thread>
+
+#include "controller/loop/bootstrap.h"
+#include "runtime/store/net_address.h"
 
 namespace hvd {
 namespace {
@@ -101,8 +104,9 @@ TEST(LaunchEnv, OpenMpiAcrossNodesNeedsTheStoreAddress) {
                                 {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
                                 {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("Open MPI launch across nodes: set MASTER_ADDR to rank 0's "
-                                     "node (and MASTER_PORT, or HVD_STORE_PORT), or HVD_STORE_ADDR"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("Open MPI launch across nodes: set MASTER_ADDR to rank 0's "
+                        "node (and MASTER_PORT, or HVD_STORE_PORT), or HVD_STORE_ADDR"));
   const Status p = DetectError({{"OMPI_COMM_WORLD_RANK", "0"},
                                 {"OMPI_COMM_WORLD_SIZE", "2"},
                                 {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
@@ -221,6 +225,16 @@ TEST(LaunchEnv, SlurmInconsistencies) {
   e["HVD_STORE_PORT"] = "31000";
   LaunchEnv launch;
   EXPECT_EQ(Resolve(e, &launch).store_addr, "gpu07:31000");
+  // A step on one node uses loopback, not the node's name (which need not resolve).
+  e = {{"SLURM_PROCID", "1"},
+       {"SLURM_LOCALID", "1"},
+       {"SLURM_NODEID", "0"},
+       {"SLURM_STEP_NUM_TASKS", "2"},
+       {"SLURM_STEP_TASKS_PER_NODE", "2"},
+       {"SLURM_STEP_NODELIST", "hvdnode"},
+       {"SLURM_JOB_ID", "7"},
+       {"SLURM_STEP_ID", "0"}};
+  EXPECT_EQ(Resolve(e, &launch).store_addr, "127.0.0.1:20070");
 }
 
 TEST(LaunchEnv, TorchrunUsesMasterPortPlusOne) {
@@ -386,6 +400,189 @@ TEST(LaunchEnv, MasterAddrAndPortWorkUnderEveryLauncher) {
   slurm["MASTER_ADDR"] = "10.0.0.8";
   slurm["MASTER_PORT"] = "40000";
   EXPECT_EQ(Resolve(slurm, &launch).store_addr, "10.0.0.8:40001");
+}
+
+// ---- MPICH / Intel MPI (Hydra), srun --mpi=pmi2, Kubeflow's PyTorchJob, hostfiles.
+
+LaunchProbes Probes(int proxy_pid, std::map<std::string, std::string> files = {}) {
+  LaunchProbes p;
+  p.ancestor_pid = [proxy_pid](const std::vector<std::string>& names) {
+    EXPECT_NE(std::find(names.begin(), names.end(), "hydra_pmi_proxy"), names.end());
+    return proxy_pid;
+  };
+  p.read_file = [files](const std::string& path, std::string* text) {
+    auto it = files.find(path);
+    if (it == files.end()) return false;
+    *text = it->second;
+    return true;
+  };
+  return p;
+}
+
+RuntimeOptions ResolveWith(const Env& env, const LaunchProbes& probes, LaunchEnv* launch) {
+  Status s = DetectLaunchEnv(From(env), launch, probes);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  RuntimeOptions o;
+  s = RuntimeOptions::FromEnv(&o, launch->Overlay(From(env)));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return o;
+}
+
+// What `mpiexec.hydra -n 2` (MPICH 4) gives each rank, as seen here with `env`.
+Env HydraEnv(int rank, int size, int local_rank, int local_size) {
+  return {{"PMI_RANK", std::to_string(rank)},
+          {"PMI_SIZE", std::to_string(size)},
+          {"MPI_LOCALRANKID", std::to_string(local_rank)},
+          {"MPI_LOCALNRANKS", std::to_string(local_size)},
+          {"PMI_FD", "6"},
+          {"HYDI_CONTROL_FD", "7"}};
+}
+
+TEST(LaunchEnv, HydraOneNodeDerivesThePortFromItsProxy) {
+  for (int r = 0; r < 2; ++r) {
+    LaunchEnv launch;
+    const RuntimeOptions o = ResolveWith(HydraEnv(r, 2, r, 2), Probes(41234), &launch);
+    EXPECT_EQ(launch.launcher, "PMI");
+    EXPECT_EQ(o.rank, r);
+    EXPECT_EQ(o.size, 2);
+    EXPECT_EQ(o.local_rank, r);
+    EXPECT_EQ(o.local_size, 2);
+    EXPECT_EQ(o.store_addr, "127.0.0.1:21234");  // 20000 + 41234 % 10000
+    EXPECT_EQ(launch.serve_store, r == 0);
+    EXPECT_TRUE(launch.exchange_cross_ranks);
+  }
+  // No proxy among the ancestors (a rank started some other way): ask for the port.
+  LaunchEnv launch;
+  const Status s = DetectLaunchEnv(From(HydraEnv(0, 2, 0, 2)), &launch, Probes(0));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("PMI launch: set HVD_STORE_PORT"));
+}
+
+TEST(LaunchEnv, HydraAcrossNodes) {
+  // Two nodes, two ranks each, without MASTER_ADDR: one line says what to set.
+  Status s = DetectError(HydraEnv(2, 4, 0, 2));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("PMI launch across nodes: set MASTER_ADDR"));
+  EXPECT_THAT(s.message(), HasSubstr("this is rank 2 of 4, 2 on this node"));
+  // MASTER_ADDR and MASTER_PORT, passed with mpiexec -genv.
+  Env env = HydraEnv(2, 4, 0, 2);
+  env["MASTER_ADDR"] = "10.0.0.1";
+  env["MASTER_PORT"] = "29500";
+  LaunchEnv launch;
+  const RuntimeOptions o = ResolveWith(env, Probes(1), &launch);
+  EXPECT_EQ(o.store_addr, "10.0.0.1:29501");
+  EXPECT_TRUE(launch.needs_gloo_address);
+  // HYDRA_HOST_FILE (mpiexec's hostfile in the environment) names rank 0's node.
+  env = HydraEnv(3, 4, 1, 2);
+  env["HYDRA_HOST_FILE"] = "/hosts";
+  env["HVD_STORE_PORT"] = "29600";
+  const RuntimeOptions h =
+      ResolveWith(env, Probes(1, {{"/hosts", "# nodes\nnodeA:2\nnodeB:2\n"}}), &launch);
+  EXPECT_EQ(h.store_addr, "nodeA:29600");
+  // Missing local variables are named.
+  env = HydraEnv(0, 2, 0, 2);
+  env.erase("MPI_LOCALNRANKS");
+  EXPECT_THAT(DetectError(env).message(), HasSubstr("MPI_LOCALNRANKS is not set"));
+  env = HydraEnv(0, 2, 0, 2);
+  env["PMI_SIZE"] = "two";
+  EXPECT_THAT(DetectError(env).message(), HasSubstr("PMI_SIZE='two'"));
+}
+
+TEST(LaunchEnv, HydraInsideAnSbatchScriptIsNotSlurm) {
+  // mpiexec in a batch script: every rank inherits the batch step's SLURM_PROCID=0.
+  Env env = SlurmEnv(0, 0, 0);
+  for (const auto& [k, v] : HydraEnv(3, 8, 1, 4)) env[k] = v;
+  env["MASTER_ADDR"] = "10.0.0.1";
+  env["MASTER_PORT"] = "29500";
+  LaunchEnv launch;
+  const RuntimeOptions o = ResolveWith(env, Probes(1), &launch);
+  EXPECT_EQ(launch.launcher, "PMI");
+  EXPECT_EQ(o.rank, 3);
+  EXPECT_EQ(o.size, 8);
+  EXPECT_EQ(o.local_rank, 1);
+  EXPECT_EQ(o.local_size, 4);
+}
+
+TEST(LaunchEnv, SrunPmi2IsSlurm) {
+  // srun --mpi=pmi2 adds PMI_RANK, PMI_SIZE and PMI_FD to Slurm's own variables.
+  Env env = SlurmEnv(3, 1, 1);
+  env["PMI_RANK"] = "3";
+  env["PMI_SIZE"] = env["SLURM_STEP_NUM_TASKS"];
+  env["PMI_FD"] = "5";
+  LaunchEnv launch;
+  const RuntimeOptions o = ResolveWith(env, Probes(1), &launch);
+  const RuntimeOptions plain = Resolve(SlurmEnv(3, 1, 1), &launch);
+  EXPECT_EQ(launch.launcher, "Slurm");
+  EXPECT_EQ(o.rank, plain.rank);
+  EXPECT_EQ(o.size, plain.size);
+  EXPECT_EQ(o.local_rank, plain.local_rank);
+  EXPECT_EQ(o.local_size, plain.local_size);
+  EXPECT_EQ(o.cross_rank, plain.cross_rank);
+  EXPECT_EQ(o.store_addr, plain.store_addr);
+  env["PMI_RANK"] = "0";
+  EXPECT_THAT(DetectError(env).message(), HasSubstr("PMI_RANK=0 differs from SLURM_PROCID=3"));
+}
+
+TEST(LaunchEnv, KubeflowPyTorchJobIsOneProcessPerPod) {
+  // What the training operator gives the pods of a PyTorchJob with 1 master, 3 workers.
+  for (int r = 0; r < 4; ++r) {
+    const Env env = {
+        {"MASTER_ADDR", "mnist-master-0"}, {"MASTER_PORT", "23456"},  {"WORLD_SIZE", "4"},
+        {"RANK", std::to_string(r)},       {"PYTHONUNBUFFERED", "1"}, {"HVD_STORE_SECRET", "k"}};
+    LaunchEnv launch;
+    const RuntimeOptions o = Resolve(env, &launch);
+    EXPECT_EQ(launch.launcher, "PyTorchJob");
+    EXPECT_EQ(o.rank, r);
+    EXPECT_EQ(o.size, 4);
+    EXPECT_EQ(o.local_rank, 0);
+    EXPECT_EQ(o.local_size, 1);
+    EXPECT_EQ(o.cross_rank, r);
+    EXPECT_EQ(o.cross_size, 4);
+    EXPECT_FALSE(launch.exchange_cross_ranks);
+    EXPECT_EQ(o.store_addr, "mnist-master-0:23457");
+    EXPECT_EQ(launch.serve_store, r == 0);
+    EXPECT_EQ(launch.listen_host, "0.0.0.0");  // a name: every interface
+    EXPECT_TRUE(launch.needs_gloo_address);
+  }
+  // Without MASTER_ADDR, a pod cannot find rank 0: one line says so.
+  EXPECT_THAT(DetectError({{"RANK", "1"}, {"WORLD_SIZE", "2"}}).message(),
+              HasSubstr("PyTorchJob launch across nodes: set MASTER_ADDR"));
+  EXPECT_THAT(
+      DetectError({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "m"}, {"MASTER_PORT", "1"}})
+          .message(),
+      HasSubstr("rank 2 is not below size 2"));
+}
+
+TEST(LaunchEnv, MpiOperatorHostfileNamesRankZerosNode) {
+  // An MPIJob's launcher runs mpirun with OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile,
+  // which mpirun passes on to every rank; rank 0 runs on its first host.
+  const std::string hostfile =
+      "job-worker-0.job-worker.default.svc slots=2\n"
+      "job-worker-1.job-worker.default.svc slots=2\n";
+  Env env = {
+      {"OMPI_COMM_WORLD_RANK", "3"},       {"OMPI_COMM_WORLD_SIZE", "4"},
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+      {"OMPI_MCA_ess_base_jobid", "7"},    {"OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile"}};
+  LaunchEnv launch;
+  const RuntimeOptions o = ResolveWith(env, Probes(1, {{"/etc/mpi/hostfile", hostfile}}), &launch);
+  EXPECT_EQ(o.store_addr, "job-worker-0.job-worker.default.svc:20007");
+  EXPECT_TRUE(launch.needs_gloo_address);
+  // A node that cannot read it: the error names the variable.
+  const Status s = DetectLaunchEnv(From(env), &launch, Probes(1));
+  EXPECT_THAT(s.message(), HasSubstr("set MASTER_ADDR"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile is not readable here"));
+  // MASTER_ADDR wins over the hostfile.
+  env["MASTER_ADDR"] = "10.1.1.1";
+  EXPECT_EQ(ResolveWith(env, Probes(1, {{"/etc/mpi/hostfile", hostfile}}), &launch).store_addr,
+            "10.1.1.1:20007");
+}
+
+TEST(LaunchEnv, HostfilesParse) {
+  EXPECT_EQ(FirstHostfileHost("# c\n\n  nodeA slots=4 max_slots=8\nnodeB\n"), "nodeA");
+  EXPECT_EQ(FirstHostfileHost("nodeA:4\n"), "nodeA");
+  EXPECT_EQ(FirstHostfileHost("[fd00::2]:4\n"), "fd00::2");
+  EXPECT_EQ(FirstHostfileHost("# only a comment\n"), "");
 }
 
 }  // namespace

@@ -91,12 +91,18 @@ def _read_ranks(ps_id):
     return list(buf[:n.value])
 
 
-def init(process_sets=None):
+def init(comm=None, process_sets=None):
     """Starts the runtime (a no-op when already running) and registers `process_sets`,
-    a list of ProcessSet or rank lists, in order. Reads the environment dprun sets;
-    a process started without dprun is rank 0 of 1."""
+    a list of ProcessSet or rank lists, in order. Reads the environment dprun (or
+    mpirun, srun, torchrun, ...) sets; a process started without any is rank 0 of 1.
+    comm, as Horovod's: an mpi4py communicator, or a list of MPI_COMM_WORLD ranks, whose
+    processes make the job (hvd._comm_init); it needs no variable, across nodes too."""
     global _atexit_registered
     was_running = is_initialized()
+    if comm is not None and not was_running:
+        import os
+        from hvd import _comm_init
+        os.environ.update(_comm_init.environment(comm, os.environ))
     _lib.check(_lib.lib().hvd_init(), "hvd_init")
     if not was_running:
         _handles.forget_all()  # an earlier runtime's (an elastic reset's) handles
