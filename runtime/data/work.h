@@ -1,7 +1,8 @@
 // Work: the completion state of one enqueued collective, shared between the caller
 // (through a C API handle) and the background thread.
 //
-// The background thread calls Complete exactly once; callers Poll or Wait. Results
+// The background thread calls Complete exactly once; callers Poll or Wait, or ask
+// (OnDone) to be called back when it completes. Results
 // whose size is known only after negotiation (allgather, alltoall) are owned by
 // the Work and read through result() after it completed successfully.
 //
@@ -19,6 +20,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -146,6 +148,28 @@ class Work {
     return fence->OrderStream(stream);
   }
 
+  // Runs `callback(status)` once, with the final status, as soon as the Work
+  // completes: on the thread that completes it (the background thread, or the one
+  // that fails pending work at shutdown), inside Complete; or, if it already
+  // completed, at once on the calling thread before OnDone returns. One callback
+  // per Work: false (and `callback` dropped, never called) if one was set before.
+  // The callback must not block on work that the completing thread would have to
+  // do (Wait on a Work not yet done); it may complete or wait on Works already done.
+  bool OnDone(std::function<void(const Status&)> callback) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (has_callback_) return false;
+      has_callback_ = true;
+      callback_ = std::move(callback);
+    }
+    // Paired with CompleteQuietly: whichever of the two stores goes second in the
+    // seq_cst order sees the other's, so at least one side runs the callback, and
+    // RunCallback lets only the first.
+    callback_set_.store(true, std::memory_order_seq_cst);
+    if (done_.load(std::memory_order_seq_cst)) RunCallback();
+    return true;
+  }
+
   // Sets the final status; later calls are ignored (the first completion wins).
   // Takes no lock unless a caller sleeps in Wait (a step's 1000 completions
   // mostly find none).
@@ -154,12 +178,14 @@ class Work {
   }
 
   // Complete's first half, for a batch (CompletionBatch): the Work is done (Poll
-  // and a spinning Wait see it at once), but a caller asleep in Wait is not woken.
-  // True if one may be asleep: WakeWaiters must then follow.
+  // and a spinning Wait see it at once) and its OnDone callback has run, but a
+  // caller asleep in Wait is not woken. True if one may be asleep: WakeWaiters must
+  // then follow.
   bool CompleteQuietly(Status status) {
     if (claimed_.exchange(true, std::memory_order_acq_rel)) return false;
     status_ = std::move(status);
     done_.store(true, std::memory_order_seq_cst);
+    if (callback_set_.load(std::memory_order_seq_cst)) RunCallback();
     return waiters_.load(std::memory_order_seq_cst) > 0;
   }
 
@@ -207,6 +233,19 @@ class Work {
                               std::to_string(timeout.count()) + " ms");
   }
 
+  // Runs the OnDone callback if no one has yet (done_ and callback_set_ are both
+  // set: it is final and status_ readable). The callback is moved out first, so
+  // what it captured is released once it has run.
+  void RunCallback() {
+    if (callback_claimed_.exchange(true, std::memory_order_acq_rel)) return;
+    std::function<void(const Status&)> callback;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      callback.swap(callback_);
+    }
+    callback(status_);
+  }
+
   // Spins briefly, then sleeps until `ready()` or `timeout` (negative: no limit);
   // false on timeout.
   template <typename Ready>
@@ -247,6 +286,10 @@ class Work {
   std::atomic<bool> done_{false};
   std::atomic<bool> enqueued_{false};      // fence_ is set
   std::shared_ptr<DeviceFence> fence_;     // guarded by mu_
+  std::function<void(const Status&)> callback_;  // OnDone's; guarded by mu_
+  bool has_callback_ = false;                    // OnDone was called; guarded by mu_
+  std::atomic<bool> callback_set_{false};       // callback_ is set (once)
+  std::atomic<bool> callback_claimed_{false};   // RunCallback ran it
   Status status_;
   ResultBytes result_;
   std::vector<int64_t> result_shape_;
