@@ -419,7 +419,9 @@ void hvd_handle_release(hvd_handle_t* handle);
 
 /* The result owned by a completed handle (allgather, alltoall, reducescatter; a
  * device result once queued on the device, see hvd_wait_enqueued):
- * its bytes (device memory for a device tensor), byte count and shape.
+ * its bytes (device memory for a device tensor; in host memory, aligned to 64
+ * bytes, so a framework may use them as its own tensor's memory), byte count and
+ * shape.
  * Pointers stay valid until hvd_handle_release. Any out-parameter may be NULL. HVD_IN_PROGRESS if not done yet; the
  * collective's own status if it failed; HVD_INVALID_USAGE for a collective that
  * has no such result. */

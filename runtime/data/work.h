@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,9 +35,12 @@
 
 namespace hvd {
 
-// Bytes that resize() leaves uninitialised: every result is written in full by its
-// collective right after it is sized, so zeroing it first would be a wasted pass
-// over memory the collective writes anyway.
+// Result bytes: left uninitialised by resize() (every result is written in full by
+// its collective right after it is sized, so zeroing it first would be a wasted pass
+// over memory the collective writes anyway), and aligned to kResultAlignment bytes,
+// so a framework can use them as its own tensor's memory without a copy (TensorFlow
+// and Eigen assume 64-byte aligned tensors; malloc gives 16).
+constexpr size_t kResultAlignment = 64;
 template <typename T>
 struct DefaultInitAllocator : std::allocator<T> {
   template <typename U>
@@ -46,6 +50,12 @@ struct DefaultInitAllocator : std::allocator<T> {
   DefaultInitAllocator() = default;
   template <typename U>
   DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(kResultAlignment)));
+  }
+  void deallocate(T* p, size_t n) noexcept {
+    ::operator delete(p, n * sizeof(T), std::align_val_t(kResultAlignment));
+  }
   template <typename U>
   void construct(U* p) noexcept {
     ::new (static_cast<void*>(p)) U;
