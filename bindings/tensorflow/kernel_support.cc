@@ -30,13 +30,19 @@ tf::Status HvdDtype(tf::DataType dtype, bool movement, const std::string& tensor
         return tf::Status();
       }
       break;
+    case tf::DT_UINT16:
+      if (movement) {
+        *out = HVD_INT16;
+        return tf::Status();
+      }
+      break;
     default: break;
   }
   return absl::InvalidArgumentError(
       "HVD_INVALID_ARGUMENT: tensor '" + tensor + "' has dtype " + tf::DataTypeString(dtype) +
       ", which dprun cannot " + (movement ? "send" : "reduce") +
       " (float16, bfloat16, float32, float64, int8, uint8, int16, int32, int64" +
-      (movement ? ", bool)" : ")"));
+      (movement ? ", uint16, bool)" : ")"));
 }
 
 std::string CollectiveName(const tf::OpKernel& kernel, bool ignore_name_scope) {

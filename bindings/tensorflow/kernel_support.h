@@ -40,7 +40,8 @@ namespace tensorflow_ops {
 namespace tf = ::tensorflow;
 
 // The hvd dtype of a TensorFlow dtype. `movement`: the op only moves bytes
-// (broadcast, allgather, alltoall), so bool travels as uint8 too. An unsupported
+// (broadcast, allgather, alltoall), so bool travels as uint8 and uint16 as int16
+// too. An unsupported
 // dtype is InvalidArgument naming the tensor.
 tf::Status HvdDtype(tf::DataType dtype, bool movement, const std::string& tensor,
                     hvd_dtype_t* out);

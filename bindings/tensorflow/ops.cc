@@ -28,7 +28,7 @@ using tf::shape_inference::InferenceContext;
 using tf::shape_inference::ShapeHandle;
 
 #define HVD_REDUCE_TYPES "{uint8, int8, int16, int32, int64, half, bfloat16, float, double}"
-#define HVD_MOVE_TYPES "{uint8, int8, int16, int32, int64, half, bfloat16, float, double, bool}"
+#define HVD_MOVE_TYPES "{uint8, int8, uint16, int16, int32, int64, half, bfloat16, float, double, bool}"
 
 // Each output i has input i's shape.
 tf::Status SameShapes(InferenceContext* c) {

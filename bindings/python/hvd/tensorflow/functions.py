@@ -30,8 +30,9 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set, in
         return None if _executing_eagerly() else tf.no_op()
     if inplace or _executing_eagerly():
         by_device = {}
-        for var in variables:
-            by_device.setdefault(var.device, []).append(var)
+        for var in variables:  # (a Keras 3 variable's device is its tf.Variable's)
+            device = var.device if hasattr(var, "device") else var.value.device
+            by_device.setdefault(device, []).append(var)
         done = [broadcast_(group, root_rank, process_set=process_set)
                 for group in by_device.values()]
         return None if _executing_eagerly() else tf.group(*[v for d in done for v in d])

@@ -69,18 +69,20 @@ class LocalGradientAggregationHelper:
 
         return tf.cond(last, reduce_and_clear, lambda: summed)
 
-    def apply_gradients(self, apply_grads_closure, optimizer, *args, **kwargs):
+    def apply_gradients(self, apply_grads_closure, optimizer, grads):
         """Applies (apply_grads_closure) when a cycle just completed (the counter was
-        reset), else only advances the optimizer's iteration count."""
+        reset), else only advances the optimizer's iteration count; decided after
+        `grads` (compute_gradients' result, which moved the counter) are computed.
+        Returns a bool tensor: whether it applied (run it, or depend on it, in a graph)."""
+        def _after(dependency, applied):
+            deps = [dependency] if dependency is not None else []
+            with tf.control_dependencies(deps):
+                return tf.constant(applied)
+
         def skip():
             iterations = getattr(optimizer, "iterations", None)
-            if iterations is not None:
-                return iterations.assign_add(1).op if not tf.executing_eagerly() \
-                    else iterations.assign_add(1)
-            return tf.no_op()
+            return _after(iterations.assign_add(1) if iterations is not None else None, False)
 
-        def apply():
-            result = apply_grads_closure()
-            return result if result is not None else tf.no_op()
-
-        return tf.cond(tf.equal(self.counter, 0), apply, skip)
+        with tf.control_dependencies([g for g in grads if g is not None]):
+            cycle_done = tf.equal(self.counter.read_value(), 0)
+        return tf.cond(cycle_done, lambda: _after(apply_grads_closure(), True), skip)

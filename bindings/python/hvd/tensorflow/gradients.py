@@ -18,19 +18,25 @@ def split_list(items, n):
     return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
 
 
-def variable_key(variable):
-    """The name groups match a variable by: a Keras 3 variable's path (its name,
-    "kernel", repeats across layers), else its name."""
-    return getattr(variable, "path", None) or variable.name
+def _explicit_groups(groups, variables):
+    """Explicit groups (lists of variables) as lists of positions in `variables`; a
+    variable in no group is a group by itself."""
+    position = {var_ref(v): i for i, v in enumerate(variables)}
+    assigned, split = set(), []
+    for group in groups:
+        members = [position[var_ref(v)] for v in group if var_ref(v) in position]
+        members = [i for i in members if i not in assigned]
+        assigned.update(members)
+        split.append(tuple(members))
+    split.extend((i,) for i in range(len(variables)) if i not in assigned)
+    return tuple(s for s in split if s)
 
 
-def _groups_of(groups, grads, keys):
-    """[(index, grad)] lists: one per explicit group (`groups`: lists of variable
-    keys; a variable in none is a group by itself) or `groups` parts of equal size."""
-    if isinstance(groups, tuple):
-        by_key = {k: (i, g) for i, (k, g) in enumerate(zip(keys, grads)) if g is not None}
-        split = [[by_key.pop(k) for k in group if k in by_key] for group in groups]
-        split.extend([item] for item in by_key.values())
+def _groups_of(groups, grads, assignment):
+    """[(index, grad)] lists: the explicit `assignment` (positions per group), or
+    `groups` parts of equal size; None gradients are left out."""
+    if assignment is not None:
+        split = [[(i, grads[i]) for i in group if grads[i] is not None] for group in assignment]
         return [s for s in split if s]
     return split_list([(i, g) for i, g in enumerate(grads) if g is not None], groups)
 
@@ -47,7 +53,7 @@ def _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compressi
     else:
         prescale_factor = postscale_factor = 1.0
 
-    def allreduce_grads(grads, keys=None, use_generic_names=False):
+    def allreduce_grads(grads, assignment=None, use_generic_names=False):
         with tf.name_scope(name + "_Allreduce"):
             if sparse_as_dense:
                 grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
@@ -58,7 +64,7 @@ def _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compressi
                           ignore_name_scope=use_generic_names)
             if groups is not None:
                 reduced = [None] * len(grads)
-                for gi, group in enumerate(_groups_of(groups, grads, keys)):
+                for gi, group in enumerate(_groups_of(groups, grads, assignment)):
                     idx, members = [list(t) for t in zip(*group)]
                     out = grouped_allreduce_cond(
                         members, name="grad_%d" % gi if use_generic_names else None, **kwargs)
@@ -77,10 +83,11 @@ def make_allreduce_grads_fn(name, device_dense, device_sparse, compression, spar
                             gradient_predivide_factor, groups, process_set, subgraph=None):
     """The function (grads, variables=None, use_generic_names=False) -> reduced
     grads. With `subgraph` (default: when made eagerly) the reduction runs as one
-    tf.function, cached per arguments so that eager steps reuse it; the variables
-    reach it only as their keys (variable_key), for explicit groups."""
-    if isinstance(groups, list):
-        groups = tuple(tuple(variable_key(v) for v in group) for group in groups)
+    tf.function, cached per arguments so that eager steps reuse it; explicit groups
+    (lists of variables) reach it as positions in `variables`."""
+    explicit = groups if isinstance(groups, list) else None
+    if explicit is not None:
+        groups = "explicit"
     if subgraph is None:
         subgraph = _executing_eagerly()
     inner = _make_cached_allreduce_grads_fn(name, device_dense, device_sparse, compression,
@@ -88,9 +95,12 @@ def make_allreduce_grads_fn(name, device_dense, device_sparse, compression, spar
                                             groups, process_set, subgraph)
 
     def allreduce_grads(grads, variables=None, use_generic_names=False):
-        keys = (tuple(variable_key(v) for v in variables)
-                if isinstance(groups, tuple) and variables is not None else None)
-        return inner(list(grads), keys, use_generic_names)
+        assignment = None
+        if explicit is not None:
+            if variables is None:
+                raise ValueError("groups of variables need the gradients' variables")
+            assignment = _explicit_groups(explicit, list(variables))
+        return inner(list(grads), assignment, use_generic_names)
     return allreduce_grads
 
 

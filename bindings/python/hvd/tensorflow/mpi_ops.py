@@ -292,8 +292,9 @@ def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
         op = MPI_LIB.hvd_broadcast_inplace_resource(
             [v.handle for v in variables], variable_names=names, name=name, root_rank=root,
             process_set_id=ps)
-        with tf.control_dependencies([op]):
-            return [v.read_value() for v in variables]
+        with tf.control_dependencies([op]):  # (a Keras 3 variable reads through its value)
+            return [v.read_value() if hasattr(v, "read_value") else v.value.read_value()
+                    for v in variables]
     if any(resource_variable_ops.is_resource_variable(v) for v in variables):
         raise ValueError("All variables passed to broadcast_() should be of the same kind, "
                          "resource or reference")

@@ -64,10 +64,11 @@ class _DistributedOptimizer(_LegacyOptimizer):
         """The wrapped optimizer's (every backward_passes_per_step-th step with local
         aggregation)."""
         if self._agg_helper:
+            grads_and_vars = list(grads_and_vars)
             return self._agg_helper.apply_gradients(
                 lambda: self._optimizer.apply_gradients(grads_and_vars, global_step=global_step,
                                                         name=name),
-                self._optimizer, grads_and_vars, global_step=global_step, name=name)
+                self._optimizer, [g for g, _ in grads_and_vars])
         return self._optimizer.apply_gradients(grads_and_vars, global_step=global_step,
                                                name=name)
 

@@ -18,6 +18,8 @@ keras = tf.keras
 
 
 def _get_value(x):
+    if isinstance(x, (int, float)):
+        return float(x)
     return float(x.numpy()) if hasattr(x, "numpy") else float(keras.backend.get_value(x))
 
 
@@ -146,7 +148,7 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):
         if _momentum_settable(optimizer):
             self.restore_momentum = _get_value(optimizer.momentum)
             _set_momentum(optimizer, self.restore_momentum * new_lr / old_lr)
-        elif not self._warned:
+        elif not self._warned and _get_value(optimizer.momentum) != 0:
             warnings.warn("%s: the optimizer's momentum is a constant here (Keras 3, tf-keras's "
                           "current optimizers), so it is not corrected" % type(self).__name__)
             self._warned = True

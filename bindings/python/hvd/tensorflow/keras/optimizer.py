@@ -70,7 +70,7 @@ class _Keras3(_Reduction):
             self.build(variables)  # not inside the branch of a tf.cond
         parent = super()
         return self._hvd_agg_helper.apply_gradients(
-            lambda: parent.apply(reduced, trainable_variables), self)
+            lambda: parent.apply(reduced, trainable_variables), self, reduced)
 
 
 class _TfKeras(_Reduction):
@@ -87,7 +87,8 @@ class _TfKeras(_Reduction):
         kwargs["skip_gradients_aggregation"] = True
         parent = super()
         return self._hvd_agg_helper.apply_gradients(
-            lambda: parent.apply_gradients(grads_and_vars, *args, **kwargs), self)
+            lambda: parent.apply_gradients(grads_and_vars, *args, **kwargs), self,
+            [g for g, _ in grads_and_vars])
 
 
 class _TfKerasLegacy(_Reduction):
@@ -95,7 +96,7 @@ class _TfKerasLegacy(_Reduction):
         grads_and_vars = list(grads_and_vars)
         grads = [g for g, _ in grads_and_vars]
         variables = [v for _, v in grads_and_vars]
-        return self._hvd_reduce(grads, variables)
+        return list(zip(self._hvd_reduce(grads, variables), variables))
 
 
 _MIXINS = {"keras3": _Keras3, "tf_keras": _TfKeras, "tf_keras_legacy": _TfKerasLegacy}
