@@ -109,8 +109,17 @@ def compare(args):
     @tf.function
     def reduce_mwms(grads):
         def fn(gs):
+            # On the replica's device, as a gradient computed there is.
+            gs = [tf.identity(g) for g in gs]
             return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, gs)
         return strategy.run(fn, args=(grads,))
+
+    # Both reduce: rank r contributes r + 1.
+    probe = [tf.fill([4], float(rank + 1))]
+    want = size * (size + 1) / 2
+    got_hvd = reduce_hvd(probe)[0].numpy()
+    got_mwms = strategy.experimental_local_results(reduce_mwms(probe))[0][0].numpy()
+    assert (got_hvd == want).all() and (got_mwms == want).all(), (got_hvd, got_mwms)
 
     workloads = []
     for name in args.workloads:

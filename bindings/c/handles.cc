@@ -162,6 +162,12 @@ hvd_status_t hvd_handle_on_done(hvd_handle_t* handle, hvd_done_fn fn, void* arg)
     if (!set)
       return Report(Status::InvalidUsage("hvd_handle_on_done: tensor '" + work->name() +
                                          "' already has a completion callback"));
+    // A caller that waits for the callback waits as one blocked in hvd_wait: the
+    // runtime starts its next cycle now rather than after the enqueues' quiet time.
+    if (!work->Poll()) {
+      std::shared_ptr<hvd::Runtime> rt;
+      if (hvd::capi::Current(&rt).ok()) rt->Flush();
+    }
     return HVD_SUCCESS;
   })
 }

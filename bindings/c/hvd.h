@@ -402,6 +402,9 @@ hvd_status_t hvd_handle_order_stream(hvd_handle_t* handle, void* stream);
  *     hvd_shutdown): on the background thread that waits for itself, until
  *     HVD_TIMEOUT at best. It must not unwind (a C++ exception, longjmp) out of
  *     the call.
+ *   A waiter: registering on a collective not yet complete tells the runtime that
+ *     someone waits for it, as hvd_wait does, so its next negotiation cycle starts
+ *     at once instead of after the enqueues' quiet time (HVD_CYCLE_TIME / 10).
  *   The handle stays the caller's: release it as usual (inside fn or later).
  *     Releasing it before the collective completes does not cancel the callback,
  *     which still runs once; `arg` must stay valid until then.
