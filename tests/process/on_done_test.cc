@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <regex>
+#include <string>
+
 #include "tests/job_runner.h"
 
 namespace hvd {
@@ -33,6 +36,24 @@ TEST(OnDone, CallbacksAtTwoThreeAndFourRanks) {
     EXPECT_EQ(CountOf(r.output, "mismatch callback: HVD_MISMATCH: tensor 'od.mismatch'"), np)
         << r.output;
   }
+}
+
+TEST(OnDone, RegisteringStartsTheCycleAsAWaitDoes) {
+  // With a 10 s cycle, enqueues alone start a cycle after a quiet second
+  // (HVD_CYCLE_TIME / 10); a registered callback is a waiter and starts it at once.
+  CommandResult r = RunCommand(kDprun + " -np 2 " + kJob + " flush", std::chrono::seconds(90),
+                               {"HVD_CYCLE_TIME=10000"});
+  ASSERT_FALSE(r.timed_out) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  std::string rest = r.output;
+  int seen = 0;
+  while (std::regex_search(rest, m, std::regex("callback after ([0-9]+) ms"))) {
+    EXPECT_LT(std::stoi(m[1].str()), 500) << r.output;
+    ++seen;
+    rest = m.suffix();
+  }
+  EXPECT_EQ(seen, 2) << r.output;
 }
 
 TEST(OnDone, ALostRankReachesThePendingCallbacksNamed) {

@@ -5,6 +5,9 @@
 //   on_done_job kill       the last rank exits mid-collective (_exit, as if killed);
 //                          each other rank prints the status and detail its pending
 //                          callback got, then "rank R: callback saw the lost rank"
+//   on_done_job flush      one allreduce whose callback is registered at once; prints
+//                          "rank R: callback after N ms" (run with a long
+//                          HVD_CYCLE_TIME: registering starts the cycle at once)
 //
 // Checks: each of many in-flight allreduces calls back once with its final result
 // already in the output, on another thread than the enqueuing one; a callback
@@ -152,6 +155,24 @@ int KillRun(int rank, int size) {
   _exit(0);  // the job is broken: no shutdown handshake with a dead rank
 }
 
+int FlushRun(int rank) {
+  Pending p;
+  p.data.assign(4, 1.0f);
+  p.enqueuer = pthread_self();
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(hvd_allreduce_async("od.flush", p.data.data(), p.data.data(), 4, HVD_FLOAT32, HVD_SUM,
+                            &p.handle) == HVD_SUCCESS);
+  CHECK(hvd_handle_on_done(p.handle, Record, &p) == HVD_SUCCESS);
+  CHECK(WaitFor(p.calls, 1, 60));
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  CHECK(p.status == HVD_SUCCESS);
+  hvd_handle_release(p.handle);
+  std::printf("rank %d: callback after %lld ms\n", rank, static_cast<long long>(ms));
+  return hvd_shutdown() == HVD_SUCCESS ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -165,6 +186,7 @@ int main(int argc, char** argv) {
   hvd_size(&size);
   const int rank = g_rank;
   if (argc > 1 && std::strcmp(argv[1], "kill") == 0) return KillRun(rank, size);
+  if (argc > 1 && std::strcmp(argv[1], "flush") == 0) return FlushRun(rank);
 
   // Many allreduces in flight at once, each calling back once with its result.
   constexpr int kMany = 64;
