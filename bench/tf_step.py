@@ -22,7 +22,9 @@ Prints, per workload, the median step of each and their ratio (dprun / MWMS: bel
 overhead (one process): the host cost per allreduce op from TensorFlow: a
 tf.function of N allreduces of 16 floats (the runtime does the rest of a 1-rank
 collective), divided by N, against the same function of N tf.identity ops (what
-TensorFlow charges for any op), and one eager allreduce call. Compare with
+TensorFlow charges for any op) and, with --async-floor, of N do-nothing
+asynchronous ops (bench/tf_async_floor.cc, compiled on the fly: what TensorFlow
+charges for an AsyncOpKernel), and one eager allreduce call. Compare with
 bench/enqueue_cost.py (the torch binding's enqueue + synchronize per tensor), run
 back to back:
 
@@ -186,11 +188,28 @@ def _cnn_steps(strategy, hvd, batch):
     return step_hvd, step_mwms
 
 
+def _async_floor_op():
+    """BenchAsyncNoop from bench/tf_async_floor.cc, built with tf.sysconfig's flags."""
+    import subprocess
+    import tempfile
+    import tensorflow as tf
+    lib = os.path.join(tempfile.mkdtemp(), "tf_async_floor.so")
+    subprocess.check_call(["g++", "-O2", "-shared", "-fPIC", "-w",
+                           os.path.join(HERE, "tf_async_floor.cc"), "-o", lib] +
+                          tf.sysconfig.get_compile_flags() + tf.sysconfig.get_link_flags())
+    return tf.load_op_library(lib).bench_async_noop
+
+
 def overhead(args):
     import tensorflow as tf
     import hvd.tensorflow as hvd
     hvd.init()
     tensors = [tf.ones([args.numel]) * i for i in range(args.tensors)]
+    noop = _async_floor_op() if args.async_floor else None
+
+    @tf.function
+    def noops(ts):
+        return [noop(t) for t in ts]
 
     @tf.function
     def allreduces(ts):
@@ -206,7 +225,9 @@ def overhead(args):
                           lambda: allreduces(tensors), args.tensors),
                          ("tf.function of %d tf.identity" % args.tensors,
                           lambda: identities(tensors), args.tensors),
-                         ("one eager allreduce", lambda: hvd.allreduce(one, op=hvd.Sum), 1)):
+                         ("one eager allreduce", lambda: hvd.allreduce(one, op=hvd.Sum), 1)) + (
+                             (("tf.function of %d async no-ops" % args.tensors,
+                               lambda: noops(tensors), args.tensors),) if noop else ()):
         for _ in range(3):
             _sync(fn())
         per = [_timed(fn, args.steps) / n for _ in range(args.rounds)]
@@ -216,6 +237,10 @@ def overhead(args):
     extra = results["tf.function of %d allreduces" % args.tensors] - \
         results["tf.function of %d tf.identity" % args.tensors]
     print("allreduce beyond TensorFlow's own per-op cost: %.2f us per op" % (extra * 1e6))
+    if noop:
+        floor = results["tf.function of %d async no-ops" % args.tensors]
+        print("allreduce beyond TensorFlow's cost of an async op: %.2f us per op"
+              % ((results["tf.function of %d allreduces" % args.tensors] - floor) * 1e6))
 
 
 def main():
@@ -230,6 +255,8 @@ def main():
     p.add_argument("--port", type=int, default=0, help="MWMS base port (default from dprun's pid)")
     p.add_argument("--tensors", type=int, default=1000)
     p.add_argument("--numel", type=int, default=16)
+    p.add_argument("--async-floor", action="store_true",
+                   help="also time do-nothing async ops (compiles bench/tf_async_floor.cc)")
     args = p.parse_args()
     compare(args) if args.mode == "compare" else overhead(args)
 
