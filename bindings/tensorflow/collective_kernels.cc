@@ -34,10 +34,8 @@ class CollectiveKernel : public tf::AsyncOpKernel {
  public:
   explicit CollectiveKernel(OpKernelConstruction* c) : AsyncOpKernel(c) {
     bool ignore_name_scope = false;
-    int64_t process_set = 0;
     OP_REQUIRES_OK(c, c->GetAttr("ignore_name_scope", &ignore_name_scope));
-    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set));
-    process_set_ = static_cast<int32_t>(process_set);
+    process_set_ = ProcessSetAttr(c);
     name_ = CollectiveName(*this, ignore_name_scope);
   }
 
@@ -399,11 +397,7 @@ class AlltoallKernel : public CollectiveKernel {
 
 class JoinKernel : public tf::AsyncOpKernel {
  public:
-  explicit JoinKernel(OpKernelConstruction* c) : AsyncOpKernel(c) {
-    int64_t ps = 0;
-    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &ps));
-    process_set_ = static_cast<int32_t>(ps);
-  }
+  explicit JoinKernel(OpKernelConstruction* c) : AsyncOpKernel(c), process_set_(ProcessSetAttr(c)) {}
 
   void ComputeAsync(OpKernelContext* ctx, Done done) override {
     hvd_handle_t* h = nullptr;
@@ -423,16 +417,13 @@ class JoinKernel : public tf::AsyncOpKernel {
   }
 
  private:
-  int32_t process_set_ = 0;
+  const int32_t process_set_;
 };
 
 class BarrierKernel : public tf::AsyncOpKernel {
  public:
-  explicit BarrierKernel(OpKernelConstruction* c) : AsyncOpKernel(c) {
-    int64_t ps = 0;
-    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &ps));
-    process_set_ = static_cast<int32_t>(ps);
-  }
+  explicit BarrierKernel(OpKernelConstruction* c)
+      : AsyncOpKernel(c), process_set_(ProcessSetAttr(c)) {}
 
   void ComputeAsync(OpKernelContext* ctx, Done done) override {
     hvd_handle_t* h = nullptr;
@@ -441,7 +432,7 @@ class BarrierKernel : public tf::AsyncOpKernel {
   }
 
  private:
-  int32_t process_set_ = 0;
+  const int32_t process_set_;
 };
 
 }  // namespace

@@ -147,6 +147,16 @@ tf::Status SetResultOutput(tf::OpKernelContext* ctx, int index, tf::DataType dty
   return tf::Status();
 }
 
+int32_t ProcessSetAttr(tf::OpKernelConstruction* c) {
+  int64_t ps = 0;
+  const tf::Status s = c->GetAttr("process_set_id", &ps);
+  if (!s.ok()) {
+    c->CtxFailure(__FILE__, __LINE__, s);
+    return 0;
+  }
+  return static_cast<int32_t>(ps);
+}
+
 tf::Status GlobalRank(int32_t process_set, int set_rank, int* global_rank) {
   if (process_set == HVD_GLOBAL_PROCESS_SET || set_rank < 0) {
     *global_rank = set_rank;

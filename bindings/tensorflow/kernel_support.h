@@ -86,6 +86,10 @@ tf::Status CopyOnDevice(tf::OpKernelContext* ctx, const Placement& place, void* 
 tf::Status SetResultOutput(tf::OpKernelContext* ctx, int index, tf::DataType dtype,
                            hvd_handle_t** handle);
 
+// The kernel's process_set_id attribute (0 if it fails, with the failure recorded
+// in `c`, which fails the kernel's construction).
+int32_t ProcessSetAttr(tf::OpKernelConstruction* c);
+
 // The global rank of rank `set_rank` of process set `process_set`.
 tf::Status GlobalRank(int32_t process_set, int set_rank, int* global_rank);
 

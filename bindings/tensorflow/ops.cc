@@ -30,6 +30,15 @@ using tf::shape_inference::ShapeHandle;
 #define HVD_REDUCE_TYPES "{uint8, int8, int16, int32, int64, half, bfloat16, float, double}"
 #define HVD_MOVE_TYPES "{uint8, int8, uint16, int16, int32, int64, half, bfloat16, float, double, bool}"
 
+// The attributes of a reduction, and those of every data collective.
+#define HVD_REDUCTION_ATTRS              \
+  .Attr("reduce_op: int")                \
+      .Attr("prescale_factor: float = 1.0")  \
+      .Attr("postscale_factor: float = 1.0")
+#define HVD_COLLECTIVE_ATTRS                  \
+  .Attr("ignore_name_scope: bool = false")    \
+      .Attr("process_set_id: int = 0")
+
 // Each output i has input i's shape.
 tf::Status SameShapes(InferenceContext* c) {
   for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, c->input(i));
@@ -58,11 +67,8 @@ tf::Status FirstDimUnknown(InferenceContext* c) {
 
 REGISTER_OP("HvdAllreduce")
     .Attr("T: " HVD_REDUCE_TYPES)
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0")
-    .Attr("ignore_name_scope: bool = false")
-    .Attr("process_set_id: int = 0")
+    HVD_REDUCTION_ATTRS
+    HVD_COLLECTIVE_ATTRS
     .Input("tensor: T")
     .Output("reduced: T")
     .SetShapeFn(SameShapes)
@@ -70,11 +76,8 @@ REGISTER_OP("HvdAllreduce")
 
 REGISTER_OP("HvdGroupedAllreduce")
     .Attr("T: list(" HVD_REDUCE_TYPES ") >= 1")
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0")
-    .Attr("ignore_name_scope: bool = false")
-    .Attr("process_set_id: int = 0")
+    HVD_REDUCTION_ATTRS
+    HVD_COLLECTIVE_ATTRS
     .Input("tensors: T")
     .Output("reduced: T")
     .SetShapeFn(SameShapes)
@@ -82,8 +85,7 @@ REGISTER_OP("HvdGroupedAllreduce")
 
 REGISTER_OP("HvdAllgather")
     .Attr("T: " HVD_MOVE_TYPES)
-    .Attr("ignore_name_scope: bool = false")
-    .Attr("process_set_id: int = 0")
+    HVD_COLLECTIVE_ATTRS
     .Input("tensor: T")
     .Output("gathered: T")
     .SetShapeFn(FirstDimUnknown)
@@ -91,8 +93,7 @@ REGISTER_OP("HvdAllgather")
 
 REGISTER_OP("HvdGroupedAllgather")
     .Attr("T: list(" HVD_MOVE_TYPES ") >= 1")
-    .Attr("ignore_name_scope: bool = false")
-    .Attr("process_set_id: int = 0")
+    HVD_COLLECTIVE_ATTRS
     .Input("tensors: T")
     .Output("gathered: T")
     .SetShapeFn(FirstDimUnknown)
@@ -101,8 +102,7 @@ REGISTER_OP("HvdGroupedAllgather")
 REGISTER_OP("HvdBroadcast")
     .Attr("T: " HVD_MOVE_TYPES)
     .Attr("root_rank: int")
-    .Attr("ignore_name_scope: bool = false")
-    .Attr("process_set_id: int = 0")
+    HVD_COLLECTIVE_ATTRS
     .Input("tensor: T")
     .Output("broadcast: T")
     .SetShapeFn(SameShapes)
@@ -133,8 +133,7 @@ REGISTER_OP("HvdBroadcastInplaceResource")
 REGISTER_OP("HvdAlltoall")
     .Attr("T: " HVD_MOVE_TYPES)
     .Attr("Tsplits: {int32, int64} = DT_INT32")
-    .Attr("ignore_name_scope: bool = false")
-    .Attr("process_set_id: int = 0")
+    HVD_COLLECTIVE_ATTRS
     .Input("tensor: T")
     .Input("splits: Tsplits")
     .Output("output: T")
@@ -157,11 +156,8 @@ REGISTER_OP("HvdAlltoall")
 
 REGISTER_OP("HvdReducescatter")
     .Attr("T: " HVD_REDUCE_TYPES)
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0")
-    .Attr("ignore_name_scope: bool = false")
-    .Attr("process_set_id: int = 0")
+    HVD_REDUCTION_ATTRS
+    HVD_COLLECTIVE_ATTRS
     .Input("tensor: T")
     .Output("scattered: T")
     .SetShapeFn(FirstDimUnknown)
@@ -169,11 +165,8 @@ REGISTER_OP("HvdReducescatter")
 
 REGISTER_OP("HvdGroupedReducescatter")
     .Attr("T: list(" HVD_REDUCE_TYPES ") >= 1")
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0")
-    .Attr("ignore_name_scope: bool = false")
-    .Attr("process_set_id: int = 0")
+    HVD_REDUCTION_ATTRS
+    HVD_COLLECTIVE_ATTRS
     .Input("tensors: T")
     .Output("scattered: T")
     .SetShapeFn(FirstDimUnknown)

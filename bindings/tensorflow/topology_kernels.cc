@@ -18,11 +18,7 @@ using tf::OpKernelContext;
 template <hvd_status_t (*Query)(int32_t, int*)>
 class TopologyKernel : public tf::OpKernel {
  public:
-  explicit TopologyKernel(OpKernelConstruction* c) : OpKernel(c) {
-    int64_t ps = 0;
-    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &ps));
-    process_set_ = static_cast<int32_t>(ps);
-  }
+  explicit TopologyKernel(OpKernelConstruction* c) : OpKernel(c), process_set_(ProcessSetAttr(c)) {}
 
   void Compute(OpKernelContext* ctx) override {
     int value = 0;
@@ -34,7 +30,7 @@ class TopologyKernel : public tf::OpKernel {
   }
 
  private:
-  int32_t process_set_ = 0;
+  const int32_t process_set_;
 };
 
 hvd_status_t SetSize(int32_t ps, int* v) { return hvd_process_set_size(ps, v); }

@@ -42,14 +42,13 @@ std::string Normalized(const std::string& name) {
 class InplaceBroadcast : public tf::OpKernel {
  public:
   explicit InplaceBroadcast(OpKernelConstruction* c) : OpKernel(c) {
-    int64_t root = 0, ps = 0;
+    int64_t root = 0;
     OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root));
-    OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &ps));
     OP_REQUIRES_OK(c, c->GetAttr("variable_names", &variable_names_));
     OP_REQUIRES(c, static_cast<int>(variable_names_.size()) == c->num_inputs(),
                 absl::InvalidArgumentError("variable_names must name each variable"));
     root_ = static_cast<int>(root);
-    process_set_ = static_cast<int32_t>(ps);
+    process_set_ = ProcessSetAttr(c);
   }
 
  protected:

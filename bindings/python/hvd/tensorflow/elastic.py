@@ -46,7 +46,20 @@ def _model_built(model):
     return model.built if hasattr(model, 'build') else True
 
 
-class TensorFlowKerasState(ObjectState):
+class _VariablesState(ObjectState):
+    """An ObjectState that also keeps variables: _save_model on commit (and sync),
+    _load_model on restore."""
+
+    def save(self):
+        self._save_model()
+        super().save()
+
+    def restore(self):
+        self._load_model()
+        super().restore()
+
+
+class TensorFlowKerasState(_VariablesState):
     """A Keras model and its optimizer (Keras 3 or tf-keras), kept in host memory on
     commit, restored on failure and broadcast from rank 0 on sync; kwargs are more
     objects, exposed as attributes. The model must be built."""
@@ -62,14 +75,6 @@ class TensorFlowKerasState(ObjectState):
 
     def _variables(self):
         return list(self.model.variables), optimizer_variables(self.optimizer)
-
-    def save(self):
-        self._save_model()
-        super().save()
-
-    def restore(self):
-        self._load_model()
-        super().restore()
 
     def sync(self):
         model_vars, opt_vars = self._variables()
@@ -91,7 +96,7 @@ class TensorFlowKerasState(ObjectState):
             var.assign(saved)
 
 
-class TensorFlowState(ObjectState):
+class TensorFlowState(_VariablesState):
     """A list of TensorFlow variables (default: the TF1 graph's global variables),
     eagerly or in a TF1 session; kwargs are more objects, exposed as attributes."""
 
@@ -103,14 +108,6 @@ class TensorFlowState(ObjectState):
             broadcast_variables(self.variables, root_rank=0)
         self._save_model()
         super().__init__(bcast_object=broadcast_object, get_rank=mpi_ops.rank, **kwargs)
-
-    def save(self):
-        self._save_model()
-        super().save()
-
-    def restore(self):
-        self._load_model()
-        super().restore()
 
     def sync(self):
         if self.session is not None:
