@@ -4,11 +4,11 @@
 // TensorFlow's done when the runtime completes them. CPU tensors go to the host
 // path; GPU tensors to the device forms of the C calls with TensorFlow's stream
 // (kernel_support.h, Placement).
+#include <tensorflow/core/framework/op_kernel.h>
+
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <tensorflow/core/framework/op_kernel.h>
 
 #include "bindings/tensorflow/kernel_support.h"
 
@@ -164,9 +164,8 @@ tf::Status ReadShaped(OpKernelContext* ctx, int i, const std::string& name, bool
 Completion::Finish ResultOutputs(OpKernelContext* ctx) {
   return [ctx](std::vector<hvd_handle_t*>& handles) {
     for (size_t i = 0; i < handles.size(); ++i)
-      TF_RETURN_IF_ERROR(
-          SetResultOutput(ctx, static_cast<int>(i), ctx->input_dtype(static_cast<int>(i)),
-                          &handles[i]));
+      TF_RETURN_IF_ERROR(SetResultOutput(ctx, static_cast<int>(i),
+                                         ctx->input_dtype(static_cast<int>(i)), &handles[i]));
     return tf::Status();
   };
 }
@@ -194,8 +193,7 @@ void EnqueueEach(OpKernelContext* ctx, Done done, const std::vector<Shaped>& ten
 // A grouped allgather or reducescatter: one grouped host call, or per tensor on a
 // device (the C API's grouped calls take host tensors).
 template <typename Grouped, typename Each>
-void EnqueueShapedGroup(CollectiveKernel* kernel, OpKernelContext* ctx, Done done,
-                        bool movement, Grouped grouped, Each each,
+void EnqueueShapedGroup(OpKernelContext* ctx, Done done, bool movement, Grouped grouped, Each each,
                         const std::vector<std::string>& names) {
   const int n = ctx->num_inputs();
   std::vector<Shaped> tensors(n);
@@ -203,11 +201,12 @@ void EnqueueShapedGroup(CollectiveKernel* kernel, OpKernelContext* ctx, Done don
     if (Failed(ctx, done, ReadShaped(ctx, i, names[i], movement, &tensors[i]))) return;
   const Placement place = PlacementOf(ctx);
   if (place.device >= 0) {
-    EnqueueEach(ctx, std::move(done), tensors,
-                [&](int i, const Shaped& s, hvd_handle_t** h) {
-                  return each(names[i].c_str(), s, place, h);
-                },
-                ResultOutputs(ctx));
+    EnqueueEach(
+        ctx, std::move(done), tensors,
+        [&](int i, const Shaped& s, hvd_handle_t** h) {
+          return each(names[i].c_str(), s, place, h);
+        },
+        ResultOutputs(ctx));
     return;
   }
   std::vector<const char*> c_names(n);
@@ -255,7 +254,7 @@ class GroupedAllgatherKernel : public CollectiveKernel {
     for (size_t i = 0; i < names.size(); ++i) names[i] = MemberName(static_cast<int>(i));
     const int32_t ps = process_set_;
     EnqueueShapedGroup(
-        this, ctx, std::move(done), /*movement=*/true,
+        ctx, std::move(done), /*movement=*/true,
         [ps](int n, const char* const* nm, const void* const* bufs, const int64_t* const* shapes,
              const int* ndims, const hvd_dtype_t* dtypes, hvd_handle_t** handles) {
           return hvd_grouped_allgather_async(n, nm, bufs, shapes, ndims, dtypes, ps, handles);
@@ -298,7 +297,7 @@ class GroupedReducescatterKernel : public CollectiveKernel {
     const int32_t ps = process_set_;
     const Reduction red = red_;
     EnqueueShapedGroup(
-        this, ctx, std::move(done), /*movement=*/false,
+        ctx, std::move(done), /*movement=*/false,
         [ps, red](int n, const char* const* nm, const void* const* bufs,
                   const int64_t* const* shapes, const int* ndims, const hvd_dtype_t* dtypes,
                   hvd_handle_t** handles) {
@@ -334,8 +333,7 @@ class BroadcastKernel : public CollectiveKernel {
     Tensor* output = nullptr;
     int forwarded = -1;
     if (Failed(ctx, done,
-               ctx->forward_input_or_allocate_output({0}, 0, input.shape(), &output,
-                                                     &forwarded)))
+               ctx->forward_input_or_allocate_output({0}, 0, input.shape(), &output, &forwarded)))
       return;
     const Placement place = PlacementOf(ctx);
     int set_rank = -1;
@@ -348,9 +346,9 @@ class BroadcastKernel : public CollectiveKernel {
                             static_cast<int64_t>(input.TotalBytes()))))
       return;
     hvd_handle_t* h = nullptr;
-    const hvd_status_t rc = hvd_broadcast_ex(name_.c_str(), output->data(),
-                                             output->NumElements(), dtype, root_, process_set_,
-                                             place.device, place.stream, &h);
+    const hvd_status_t rc =
+        hvd_broadcast_ex(name_.c_str(), output->data(), output->NumElements(), dtype, root_,
+                         process_set_, place.device, place.stream, &h);
     if (Failed(ctx, done, LastError(rc))) return;
     Completion::Start(ctx, std::move(done), {h}, nullptr);
   }
@@ -397,7 +395,8 @@ class AlltoallKernel : public CollectiveKernel {
 
 class JoinKernel : public tf::AsyncOpKernel {
  public:
-  explicit JoinKernel(OpKernelConstruction* c) : AsyncOpKernel(c), process_set_(ProcessSetAttr(c)) {}
+  explicit JoinKernel(OpKernelConstruction* c)
+      : AsyncOpKernel(c), process_set_(ProcessSetAttr(c)) {}
 
   void ComputeAsync(OpKernelContext* ctx, Done done) override {
     hvd_handle_t* h = nullptr;
@@ -439,8 +438,8 @@ class BarrierKernel : public tf::AsyncOpKernel {
 
 // CPU kernels, and GPU ones (the device path of the C API: verified only where a
 // GPU and a CUDA libhvd are present; tensorflow-cpu never places them).
-#define HVD_REGISTER_BOTH(NAME, KERNEL)                                      \
-  REGISTER_KERNEL_BUILDER(Name(NAME).Device(tf::DEVICE_CPU), KERNEL);        \
+#define HVD_REGISTER_BOTH(NAME, KERNEL)                               \
+  REGISTER_KERNEL_BUILDER(Name(NAME).Device(tf::DEVICE_CPU), KERNEL); \
   REGISTER_KERNEL_BUILDER(Name(NAME).Device(tf::DEVICE_GPU), KERNEL)
 
 HVD_REGISTER_BOTH("HvdAllreduce", AllreduceKernel);

@@ -1,13 +1,13 @@
 #include "bindings/tensorflow/kernel_support.h"
 
-#include <cstring>
-#include <utility>
-
 #include <absl/status/status.h>
 #include <tensorflow/core/framework/allocation_description.pb.h>
 #include <tensorflow/core/framework/device_base.h>
 #include <xla/stream_executor/device_address.h>
 #include <xla/stream_executor/stream.h>
+
+#include <cstring>
+#include <utility>
 
 namespace hvd {
 namespace tensorflow_ops {
@@ -15,15 +15,33 @@ namespace tensorflow_ops {
 tf::Status HvdDtype(tf::DataType dtype, bool movement, const std::string& tensor,
                     hvd_dtype_t* out) {
   switch (dtype) {
-    case tf::DT_FLOAT: *out = HVD_FLOAT32; return tf::Status();
-    case tf::DT_DOUBLE: *out = HVD_FLOAT64; return tf::Status();
-    case tf::DT_HALF: *out = HVD_FLOAT16; return tf::Status();
-    case tf::DT_BFLOAT16: *out = HVD_BFLOAT16; return tf::Status();
-    case tf::DT_INT8: *out = HVD_INT8; return tf::Status();
-    case tf::DT_UINT8: *out = HVD_UINT8; return tf::Status();
-    case tf::DT_INT16: *out = HVD_INT16; return tf::Status();
-    case tf::DT_INT32: *out = HVD_INT32; return tf::Status();
-    case tf::DT_INT64: *out = HVD_INT64; return tf::Status();
+    case tf::DT_FLOAT:
+      *out = HVD_FLOAT32;
+      return tf::Status();
+    case tf::DT_DOUBLE:
+      *out = HVD_FLOAT64;
+      return tf::Status();
+    case tf::DT_HALF:
+      *out = HVD_FLOAT16;
+      return tf::Status();
+    case tf::DT_BFLOAT16:
+      *out = HVD_BFLOAT16;
+      return tf::Status();
+    case tf::DT_INT8:
+      *out = HVD_INT8;
+      return tf::Status();
+    case tf::DT_UINT8:
+      *out = HVD_UINT8;
+      return tf::Status();
+    case tf::DT_INT16:
+      *out = HVD_INT16;
+      return tf::Status();
+    case tf::DT_INT32:
+      *out = HVD_INT32;
+      return tf::Status();
+    case tf::DT_INT64:
+      *out = HVD_INT64;
+      return tf::Status();
     case tf::DT_BOOL:
       if (movement) {
         *out = HVD_UINT8;
@@ -36,7 +54,8 @@ tf::Status HvdDtype(tf::DataType dtype, bool movement, const std::string& tensor
         return tf::Status();
       }
       break;
-    default: break;
+    default:
+      break;
   }
   return absl::InvalidArgumentError(
       "HVD_INVALID_ARGUMENT: tensor '" + tensor + "' has dtype " + tf::DataTypeString(dtype) +
@@ -57,15 +76,22 @@ std::string CollectiveName(const tf::OpKernel& kernel, bool ignore_name_scope) {
 tf::Status HvdError(hvd_status_t code, const std::string& detail) {
   const std::string message = std::string(hvd_status_string(code)) + ": " + detail;
   switch (code) {
-    case HVD_SUCCESS: return tf::Status();
-    case HVD_INVALID_ARGUMENT: return absl::InvalidArgumentError(message);
+    case HVD_SUCCESS:
+      return tf::Status();
+    case HVD_INVALID_ARGUMENT:
+      return absl::InvalidArgumentError(message);
     case HVD_INVALID_USAGE:
     case HVD_NOT_INITIALIZED:
-    case HVD_MISMATCH: return absl::FailedPreconditionError(message);
-    case HVD_TIMEOUT: return absl::DeadlineExceededError(message);
-    case HVD_REMOTE_ERROR: return absl::UnavailableError(message);
-    case HVD_SHUT_DOWN: return absl::AbortedError(message);
-    default: return absl::InternalError(message);
+    case HVD_MISMATCH:
+      return absl::FailedPreconditionError(message);
+    case HVD_TIMEOUT:
+      return absl::DeadlineExceededError(message);
+    case HVD_REMOTE_ERROR:
+      return absl::UnavailableError(message);
+    case HVD_SHUT_DOWN:
+      return absl::AbortedError(message);
+    default:
+      return absl::InternalError(message);
   }
 }
 

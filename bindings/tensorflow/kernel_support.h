@@ -23,16 +23,16 @@
 #ifndef HVD_BINDINGS_TENSORFLOW_KERNEL_SUPPORT_H_
 #define HVD_BINDINGS_TENSORFLOW_KERNEL_SUPPORT_H_
 
+#include <hvd.h>
+#include <tensorflow/core/framework/op_kernel.h>
+#include <tensorflow/core/framework/tensor.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <hvd.h>
-#include <tensorflow/core/framework/op_kernel.h>
-#include <tensorflow/core/framework/tensor.h>
 
 namespace hvd {
 namespace tensorflow_ops {
@@ -43,8 +43,7 @@ namespace tf = ::tensorflow;
 // (broadcast, allgather, alltoall), so bool travels as uint8 and uint16 as int16
 // too. An unsupported
 // dtype is InvalidArgument naming the tensor.
-tf::Status HvdDtype(tf::DataType dtype, bool movement, const std::string& tensor,
-                    hvd_dtype_t* out);
+tf::Status HvdDtype(tf::DataType dtype, bool movement, const std::string& tensor, hvd_dtype_t* out);
 
 // The collective's name, the same on every rank that runs the same program: the
 // node's name (in a graph or tf.function: its scopes and name; eagerly, TensorFlow

@@ -28,16 +28,20 @@ using tf::shape_inference::InferenceContext;
 using tf::shape_inference::ShapeHandle;
 
 #define HVD_REDUCE_TYPES "{uint8, int8, int16, int32, int64, half, bfloat16, float, double}"
-#define HVD_MOVE_TYPES "{uint8, int8, uint16, int16, int32, int64, half, bfloat16, float, double, bool}"
+#define HVD_MOVE_TYPES \
+  "{uint8, int8, uint16, int16, int32, int64, half, bfloat16, float, double, bool}"
 
-// The attributes of a reduction, and those of every data collective.
-#define HVD_REDUCTION_ATTRS              \
-  .Attr("reduce_op: int")                \
-      .Attr("prescale_factor: float = 1.0")  \
-      .Attr("postscale_factor: float = 1.0")
-#define HVD_COLLECTIVE_ATTRS                  \
-  .Attr("ignore_name_scope: bool = false")    \
-      .Attr("process_set_id: int = 0")
+// The attributes of a reduction, and those of every data collective (spliced into
+// the REGISTER_OP chains below, which clang-format leaves as written).
+// clang-format off
+#define HVD_REDUCTION_ATTRS \
+    .Attr("reduce_op: int") \
+    .Attr("prescale_factor: float = 1.0") \
+    .Attr("postscale_factor: float = 1.0")
+#define HVD_COLLECTIVE_ATTRS \
+    .Attr("ignore_name_scope: bool = false") \
+    .Attr("process_set_id: int = 0")
+// clang-format on
 
 // Each output i has input i's shape.
 tf::Status SameShapes(InferenceContext* c) {
@@ -65,6 +69,7 @@ tf::Status FirstDimUnknown(InferenceContext* c) {
 
 }  // namespace
 
+// clang-format off
 REGISTER_OP("HvdAllreduce")
     .Attr("T: " HVD_REDUCE_TYPES)
     HVD_REDUCTION_ATTRS
@@ -186,12 +191,14 @@ REGISTER_OP("HvdBarrier")
     .SetShapeFn(tf::shape_inference::NoOutputs)
     .Doc("Returns once every rank of the process set has entered the barrier.");
 
+// clang-format on
+
 // The topology at execution time (Horovod's size_op, rank_op, ...).
-#define HVD_TOPOLOGY_OP(NAME, OUT)                   \
-  REGISTER_OP(NAME)                                  \
-      .Attr("process_set_id: int = 0")               \
-      .Output(OUT ": int32")                         \
-      .SetIsStateful()                               \
+#define HVD_TOPOLOGY_OP(NAME, OUT)     \
+  REGISTER_OP(NAME)                    \
+      .Attr("process_set_id: int = 0") \
+      .Output(OUT ": int32")           \
+      .SetIsStateful()                 \
       .SetShapeFn(tf::shape_inference::ScalarShape)
 
 HVD_TOPOLOGY_OP("HvdSize", "size");

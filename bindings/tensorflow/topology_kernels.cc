@@ -1,9 +1,9 @@
 // The topology at execution time (ops.cc: HvdSize, HvdRank, ...; Horovod's
 // size_op, rank_op, ...), and the TensorFlow version this library was built
 // against, which the Python package checks before loading it.
-#include <string>
-
 #include <tensorflow/core/framework/op_kernel.h>
+
+#include <string>
 
 #include "bindings/tensorflow/kernel_support.h"
 
@@ -62,5 +62,5 @@ REGISTER_KERNEL_BUILDER(Name("HvdProcessSetIncluded").Device(tf::DEVICE_CPU),
 // that release (TensorFlow's C++ ABI changes between them). The Python package
 // reads it from the file, after the marker, before loading the library: loading
 // registers the ops, which must happen inside tf.load_op_library.
-extern "C" __attribute__((visibility("default"), used)) const char
-    hvd_tensorflow_built_against[] = "hvd-tensorflow-built-against:" HVD_TF_BUILT_AGAINST;
+extern "C" __attribute__((visibility("default"), used)) const char hvd_tensorflow_built_against[] =
+    "hvd-tensorflow-built-against:" HVD_TF_BUILT_AGAINST;

@@ -4,21 +4,23 @@
 // The kernels are synchronous, as Horovod's: they hold every variable's lock
 // (taken in address order, as TensorFlow's training ops do, so two such kernels
 // cannot deadlock) from before the broadcasts are enqueued until they complete,
-// and a lock must be released by the thread that took it. A variable whose buffer
+// and a lock must be released by the thread that took it. They always count as
+// expensive, so TensorFlow never runs them inline on the thread that completed a
+// collective before them (the runtime's, which they would then wait for). A variable whose buffer
 // is shared with a tensor read from it earlier (or one in copy-on-read mode) first
 // gets a buffer of its own (copy on write), so that tensor keeps its value.
 // Collective names: the kernel's name, "_", the variable's position, "_", and its
 // name with every character TensorFlow would not allow in a node name replaced by
 // "_" (Keras 3 variables' names repeat: "kernel" in every Dense layer).
+#include <tensorflow/core/framework/op_kernel.h>
+#include <tensorflow/core/framework/resource_mgr.h>
+#include <tensorflow/core/framework/resource_var.h>
+
 #include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <tensorflow/core/framework/op_kernel.h>
-#include <tensorflow/core/framework/resource_mgr.h>
-#include <tensorflow/core/framework/resource_var.h>
 
 #include "bindings/tensorflow/kernel_support.h"
 
@@ -51,6 +53,8 @@ class InplaceBroadcast : public tf::OpKernel {
     process_set_ = ProcessSetAttr(c);
   }
 
+  bool IsExpensive() override { return true; }
+
  protected:
   tf::Status BroadcastAll(OpKernelContext* ctx, const std::vector<Tensor*>& tensors,
                           const std::vector<std::string>& var_names) {
@@ -65,8 +69,8 @@ class InplaceBroadcast : public tf::OpKernel {
       if (!failure.ok()) break;
       hvd_handle_t* h = nullptr;
       const hvd_status_t rc =
-          hvd_broadcast_ex(names[i].c_str(), tensors[i]->data(), tensors[i]->NumElements(),
-                           dtype, root_, process_set_, place.device, place.stream, &h);
+          hvd_broadcast_ex(names[i].c_str(), tensors[i]->data(), tensors[i]->NumElements(), dtype,
+                           root_, process_set_, place.device, place.stream, &h);
       if (rc != HVD_SUCCESS) {
         failure = LastError(rc);
       } else {

@@ -28,8 +28,8 @@ int CountOf(const std::string& haystack, const std::string& needle) {
 
 TEST(OnDone, CallbacksAtTwoThreeAndFourRanks) {
   for (int np : {2, 3, 4}) {
-    CommandResult r = RunCommand(kDprun + " -np " + std::to_string(np) + " " + kJob,
-                                 std::chrono::seconds(90));
+    CommandResult r =
+        RunCommand(kDprun + " -np " + std::to_string(np) + " " + kJob, std::chrono::seconds(90));
     ASSERT_FALSE(r.timed_out) << r.output;
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(CountOf(r.output, " callback checks passed"), np) << r.output;
@@ -57,8 +57,8 @@ TEST(OnDone, RegisteringStartsTheCycleAsAWaitDoes) {
 }
 
 TEST(OnDone, ALostRankReachesThePendingCallbacksNamed) {
-  CommandResult r = RunCommand(kDprun + " -np 3 " + kJob + " kill", std::chrono::seconds(90),
-                               {"HVD_TIMEOUT=10"});
+  CommandResult r =
+      RunCommand(kDprun + " -np 3 " + kJob + " kill", std::chrono::seconds(90), {"HVD_TIMEOUT=10"});
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(CountOf(r.output, "callback saw the lost rank"), 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("dprun: rank 2 (pid")) << r.output;

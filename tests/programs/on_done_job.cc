@@ -30,14 +30,14 @@
 
 static int g_rank = 0, g_checks = 0;
 
-#define CHECK(cond)                                                                         \
-  do {                                                                                      \
-    ++g_checks;                                                                             \
-    if (!(cond)) {                                                                          \
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    ++g_checks;                                                                                \
+    if (!(cond)) {                                                                             \
       std::printf("rank %d: check failed at line %d: %s (last error: %s)\n", g_rank, __LINE__, \
-                  #cond, hvd_last_error());                                                 \
-      return 1;                                                                             \
-    }                                                                                       \
+                  #cond, hvd_last_error());                                                    \
+      return 1;                                                                                \
+    }                                                                                          \
   } while (0)
 
 namespace {
@@ -238,8 +238,8 @@ int main(int argc, char** argv) {
     Gathered g;
     std::vector<int32_t> rows(rank + 1, rank);
     const int64_t shape[1] = {rank + 1};
-    CHECK(hvd_allgather_async("od.gather", rows.data(), shape, 1, HVD_INT32,
-                              HVD_GLOBAL_PROCESS_SET, &g.handle) == HVD_SUCCESS);
+    CHECK(hvd_allgather_async("od.gather", rows.data(), shape, 1, HVD_INT32, HVD_GLOBAL_PROCESS_SET,
+                              &g.handle) == HVD_SUCCESS);
     CHECK(hvd_handle_on_done(g.handle, ReadGather, &g) == HVD_SUCCESS);
     CHECK(WaitFor(g.calls, 1));
     CHECK(g.rows == size * (size + 1) / 2 && g.last == size - 1);
