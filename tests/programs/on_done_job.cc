@@ -104,7 +104,10 @@ void NextLink(void* arg, hvd_status_t status, const char* detail) {
     c->failed.store(1);
     return;
   }
-  if (c->done.fetch_add(1) + 1 < c->links && !StartLink(c)) c->failed.store(1);
+  // Read before counting: once the last link counts, the waiting thread may end
+  // the Chain.
+  const int links = c->links;
+  if (c->done.fetch_add(1) + 1 < links && !StartLink(c)) c->failed.store(1);
 }
 
 struct Gathered {
