@@ -251,3 +251,21 @@ def test_elastic_keras_state_sync_restore_commit():
     for got, want in zip(model.get_weights(), synced):
         np.testing.assert_array_equal(got, want + 1)
     assert state.batch == 22
+
+
+def test_elastic_keras_callbacks_track_batch_epoch_and_commit():
+    model = _model()
+    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
+    state = hvd.elastic.KerasState(model, batch=0, epoch=0)
+    commits = []
+    original = state.commit
+    state.commit = lambda: (commits.append((state.epoch, state.batch)), original())[1]
+    callbacks = [hvd.elastic.UpdateBatchStateCallback(state),
+                 hvd.elastic.UpdateEpochStateCallback(state),
+                 hvd.elastic.CommitStateCallback(state, batches_per_commit=2)]
+    x, y = _data(hvd.rank())
+    model.fit(x, y, batch_size=B, epochs=2, shuffle=False, verbose=0, callbacks=callbacks)
+    assert (state.epoch, state.batch) == (2, 0)
+    # Every second batch, the count carrying over epochs (epoch 0's batch 1, epoch 1's
+    # batches 0 and 2), and at each epoch's end, after the epoch was counted.
+    assert commits == [(0, 1), (1, 0), (1, 0), (1, 2), (2, 0)], commits
