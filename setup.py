@@ -2,13 +2,17 @@
 
 `pip install --no-build-isolation .` (or `pip wheel`) runs CMake on this checkout
 for the two targets the package needs, libhvd.so and dprun, and puts them in the
-package as hvd/_native/, where hvd._lib and the `dprun` command find them. Nothing
-else is built (no tests, no benchmarks). Settings, from the environment:
+package as hvd/_native/, where hvd._lib and the `dprun` command find them. When
+the Python running the build can import tensorflow, the TensorFlow kernels of
+hvd.tensorflow (libhvd_tensorflow.so) are built against that TensorFlow and go
+beside them. Nothing else is built (no tests, no benchmarks). Settings, from the
+environment:
   HVD_WITH_CUDA          AUTO (default), ON or OFF: the NCCL backend;
   HVD_CMAKE_ARGS         more CMake arguments, space-separated;
   HVD_BUILD_PARALLEL     build jobs (default: the number of CPUs).
 The wheel is tagged for this platform (it holds a native library).
 """
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -36,19 +40,27 @@ class BuildNative(build_py):
         cuda = os.environ.get("HVD_WITH_CUDA", "AUTO")
         args = ["cmake", "-S", ROOT, "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release",
                 "-DHVD_BUILD_TESTS=OFF", "-DHVD_BUILD_BENCH=OFF", "-DHVD_WITH_CUDA=" + cuda]
+        # The TensorFlow kernels: against this Python's TensorFlow, if it has one.
+        with_tf = importlib.util.find_spec("tensorflow") is not None
+        args += ["-DHVD_WITH_TENSORFLOW=" + ("ON" if with_tf else "OFF"),
+                 "-DHVD_TF_PYTHON=" + sys.executable]
         args += os.environ.get("HVD_CMAKE_ARGS", "").split()
         if shutil.which("ninja"):
             args += ["-G", "Ninja"]
         subprocess.check_call(args)
         jobs = os.environ.get("HVD_BUILD_PARALLEL", str(os.cpu_count() or 1))
-        subprocess.check_call(["cmake", "--build", build_dir, "--target", "hvd", "dprun",
-                               "--parallel", jobs])
+        targets = ["hvd", "dprun"] + (["hvd_tensorflow"] if with_tf else [])
+        subprocess.check_call(["cmake", "--build", build_dir, "--target"] + targets +
+                              ["--parallel", jobs])
         native = os.path.join(self.build_lib, "hvd", "_native")
         os.makedirs(native, exist_ok=True)
         # The real file under the plain name: ctypes loads it by path.
         shutil.copyfile(os.path.realpath(os.path.join(build_dir, "libhvd.so")),
                         os.path.join(native, "libhvd.so"))
         shutil.copy2(os.path.join(build_dir, "dprun"), os.path.join(native, "dprun"))
+        if with_tf:
+            shutil.copyfile(os.path.join(build_dir, "libhvd_tensorflow.so"),
+                            os.path.join(native, "libhvd_tensorflow.so"))
         os.chmod(os.path.join(native, "dprun"), 0o755)
 
 

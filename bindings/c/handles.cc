@@ -1,6 +1,8 @@
 // Handles: what an async collective returns, and the calls that take one (poll,
-// wait, wait until queued on a device and order a stream after it, release, and the results a completed handle owns: an allgather's, alltoall's
-// or reducescatter's buffer, an alltoall's received splits, a join's last rank).
+// wait, wait until queued on a device and order a stream after it, a completion
+// callback, release, and the results a completed handle owns: an allgather's,
+// alltoall's or reducescatter's buffer, an alltoall's received splits, a join's
+// last rank).
 //
 // A handle is an id into the default instance's HandleTable, not a pointer, so a
 // released or forged handle is detected instead of being dereferenced. A handle
@@ -141,6 +143,32 @@ hvd_status_t hvd_handle_order_stream(hvd_handle_t* handle, void* stream) {
     Status s = hvd::capi::Lookup(handle, &work);
     if (!s.ok()) return Report(s);
     return Report(work->OrderAfter(stream));
+  })
+}
+
+hvd_status_t hvd_handle_on_done(hvd_handle_t* handle, hvd_done_fn fn, void* arg) {
+  HVD_C_GUARD({
+    if (fn == nullptr) return Report(Status::InvalidArgument("hvd_handle_on_done: fn is NULL"));
+    std::shared_ptr<hvd::Work> work;
+    Status s = hvd::capi::Lookup(handle, &work);
+    if (!s.ok()) return Report(s);
+    // The Work runs the callback inside its completion (runtime/data/work.h): no
+    // exception may leave it, so a throwing fn (a C++ caller's bug) ends the
+    // process there rather than unwinding through the runtime.
+    const bool set = work->OnDone([fn, arg](const Status& status) noexcept {
+      fn(arg, static_cast<hvd_status_t>(status.code()),
+         status.ok() ? "" : status.message().c_str());
+    });
+    if (!set)
+      return Report(Status::InvalidUsage("hvd_handle_on_done: tensor '" + work->name() +
+                                         "' already has a completion callback"));
+    // A caller that waits for the callback waits as one blocked in hvd_wait: the
+    // runtime starts its next cycle now rather than after the enqueues' quiet time.
+    if (!work->Poll()) {
+      std::shared_ptr<hvd::Runtime> rt;
+      if (hvd::capi::Current(&rt).ok()) rt->Flush();
+    }
+    return HVD_SUCCESS;
   })
 }
 

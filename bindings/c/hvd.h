@@ -378,6 +378,42 @@ hvd_status_t hvd_wait_enqueued(hvd_handle_t* handle, int64_t timeout_ms);
  * (its status if it failed). HVD_INVALID_USAGE if it is neither queued on a
  * device nor complete. */
 hvd_status_t hvd_handle_order_stream(hvd_handle_t* handle, void* stream);
+/* Completion callbacks, for a caller that must not block a thread per collective
+ * (a framework's asynchronous kernel, whose own "done" must be called once the
+ * collective completes).
+ *
+ * hvd_handle_on_done(handle, fn, arg) arranges for fn(arg, status, detail) to be
+ * called exactly once, with the collective's final status (what hvd_wait returns
+ * once it is done) and, for a failure, its detail (the message hvd_last_error()
+ * would give: which tensor, which ranks, what differed; "" on success; valid only
+ * during the call). Any handle, any collective.
+ *   Which thread: the one that completes the collective, usually the runtime's
+ *     background thread (for a device tensor, the thread that finds the GPU work
+ *     done; at shutdown or after a failure, the thread that fails pending work),
+ *     as soon as it completes; or, when the collective has already completed, the
+ *     calling thread, before hvd_handle_on_done returns.
+ *   What fn may do: read the handle's results (hvd_handle_result,
+ *     hvd_handle_received_splits, hvd_handle_join_rank, hvd_wait(handle, 0)),
+ *     release it or any other handle, enqueue further collectives (the _async and
+ *     _ex forms with a handle) and register their callbacks. It should return
+ *     quickly: on the background thread, the collectives after it wait for it.
+ *   What fn must not do: block on a collective that has not completed (hvd_wait
+ *     with a timeout other than 0, a blocking collective, hvd_barrier, hvd_join,
+ *     hvd_shutdown): on the background thread that waits for itself, until
+ *     HVD_TIMEOUT at best. It must not unwind (a C++ exception, longjmp) out of
+ *     the call.
+ *   A waiter: registering on a collective not yet complete tells the runtime that
+ *     someone waits for it, as hvd_wait does, so its next negotiation cycle starts
+ *     at once instead of after the enqueues' quiet time (HVD_CYCLE_TIME / 10).
+ *   The handle stays the caller's: release it as usual (inside fn or later).
+ *     Releasing it before the collective completes does not cancel the callback,
+ *     which still runs once; `arg` must stay valid until then.
+ * Returns HVD_SUCCESS once fn is registered (or has run);
+ * HVD_INVALID_ARGUMENT for a NULL fn or an unknown handle; HVD_INVALID_USAGE if
+ * the handle already has a callback (one per handle). fn is never called when
+ * the call fails. */
+typedef void (*hvd_done_fn)(void* arg, hvd_status_t status, const char* detail);
+hvd_status_t hvd_handle_on_done(hvd_handle_t* handle, hvd_done_fn fn, void* arg);
 /* Frees the handle. Releasing a handle that is still in flight is allowed: the
  * collective still runs, and its buffers must stay valid until it completes.
  * NULL is ignored; releasing twice is detected and reported through
@@ -386,7 +422,9 @@ void hvd_handle_release(hvd_handle_t* handle);
 
 /* The result owned by a completed handle (allgather, alltoall, reducescatter; a
  * device result once queued on the device, see hvd_wait_enqueued):
- * its bytes (device memory for a device tensor), byte count and shape.
+ * its bytes (device memory for a device tensor; in host memory, aligned to 64
+ * bytes, so a framework may use them as its own tensor's memory), byte count and
+ * shape.
  * Pointers stay valid until hvd_handle_release. Any out-parameter may be NULL. HVD_IN_PROGRESS if not done yet; the
  * collective's own status if it failed; HVD_INVALID_USAGE for a collective that
  * has no such result. */

@@ -10,7 +10,8 @@
 # that did not pass. Every rank's pytest exit code counts: dprun fails the job if
 # any rank fails. Exits non-zero if any run failed. Environment: PYTHON (default
 # /usr/bin/python3), HVD_TEST_TIMEOUT (seconds per run, default 300), extra pytest
-# arguments in PYTEST_ARGS.
+# arguments in PYTEST_ARGS; HVD_TEST_PATHS (default tests/), the rank counts in
+# HVD_TEST_RANKS (default "2 3 4"), HVD_TEST_SINGLE=0 to skip the single process.
 set -u -o pipefail
 
 if [ $# -lt 1 ]; then
@@ -34,7 +35,9 @@ export HVD_STALL_SHUTDOWN_TIME=${HVD_STALL_SHUTDOWN_TIME:-40}
 
 LOG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/hvd-pytest.XXXXXX")
 # shellcheck disable=SC2206
-PYTEST=("$PYTHON" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} "$HERE/tests")
+# shellcheck disable=SC2206
+TEST_PATHS=(${HVD_TEST_PATHS:-$HERE/tests})
+PYTEST=("$PYTHON" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} "${TEST_PATHS[@]}")
 failures=0
 summary=()
 
@@ -84,14 +87,19 @@ run_ranks() {
 }
 
 start=$(date +%s)
-run_single
-run_ranks 2
-run_ranks 3
-run_ranks 4
+runs=0
+if [ "${HVD_TEST_SINGLE:-1}" != 0 ]; then
+  run_single
+  runs=$((runs + 1))
+fi
+for n in ${HVD_TEST_RANKS:-2 3 4}; do
+  run_ranks "$n"
+  runs=$((runs + 1))
+done
 echo "=== summary ($(( $(date +%s) - start )) s; logs in $LOG_DIR)"
 printf '%s\n' "${summary[@]}"
 if [ "$failures" != 0 ]; then
-  echo "FAILED: $failures of 4 runs"
+  echo "FAILED: $failures of $runs runs"
   exit 1
 fi
-echo "OK: all 4 runs passed"
+echo "OK: all $runs runs passed"

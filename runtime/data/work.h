@@ -1,7 +1,8 @@
 // Work: the completion state of one enqueued collective, shared between the caller
 // (through a C API handle) and the background thread.
 //
-// The background thread calls Complete exactly once; callers Poll or Wait. Results
+// The background thread calls Complete exactly once; callers Poll or Wait, or ask
+// (OnDone) to be called back when it completes. Results
 // whose size is known only after negotiation (allgather, alltoall) are owned by
 // the Work and read through result() after it completed successfully.
 //
@@ -19,8 +20,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,9 +35,12 @@
 
 namespace hvd {
 
-// Bytes that resize() leaves uninitialised: every result is written in full by its
-// collective right after it is sized, so zeroing it first would be a wasted pass
-// over memory the collective writes anyway.
+// Result bytes: left uninitialised by resize() (every result is written in full by
+// its collective right after it is sized, so zeroing it first would be a wasted pass
+// over memory the collective writes anyway), and aligned to kResultAlignment bytes,
+// so a framework can use them as its own tensor's memory without a copy (TensorFlow
+// and Eigen assume 64-byte aligned tensors; malloc gives 16).
+constexpr size_t kResultAlignment = 64;
 template <typename T>
 struct DefaultInitAllocator : std::allocator<T> {
   template <typename U>
@@ -44,6 +50,12 @@ struct DefaultInitAllocator : std::allocator<T> {
   DefaultInitAllocator() = default;
   template <typename U>
   DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(kResultAlignment)));
+  }
+  void deallocate(T* p, size_t n) noexcept {
+    ::operator delete(p, n * sizeof(T), std::align_val_t(kResultAlignment));
+  }
   template <typename U>
   void construct(U* p) noexcept {
     ::new (static_cast<void*>(p)) U;
@@ -146,6 +158,28 @@ class Work {
     return fence->OrderStream(stream);
   }
 
+  // Runs `callback(status)` once, with the final status, as soon as the Work
+  // completes: on the thread that completes it (the background thread, or the one
+  // that fails pending work at shutdown), inside Complete; or, if it already
+  // completed, at once on the calling thread before OnDone returns. One callback
+  // per Work: false (and `callback` dropped, never called) if one was set before.
+  // The callback must not block on work that the completing thread would have to
+  // do (Wait on a Work not yet done); it may complete or wait on Works already done.
+  bool OnDone(std::function<void(const Status&)> callback) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (has_callback_) return false;
+      has_callback_ = true;
+      callback_ = std::move(callback);
+    }
+    // Paired with CompleteQuietly: whichever of the two stores goes second in the
+    // seq_cst order sees the other's, so at least one side runs the callback, and
+    // RunCallback lets only the first.
+    callback_set_.store(true, std::memory_order_seq_cst);
+    if (done_.load(std::memory_order_seq_cst)) RunCallback();
+    return true;
+  }
+
   // Sets the final status; later calls are ignored (the first completion wins).
   // Takes no lock unless a caller sleeps in Wait (a step's 1000 completions
   // mostly find none).
@@ -154,12 +188,14 @@ class Work {
   }
 
   // Complete's first half, for a batch (CompletionBatch): the Work is done (Poll
-  // and a spinning Wait see it at once), but a caller asleep in Wait is not woken.
-  // True if one may be asleep: WakeWaiters must then follow.
+  // and a spinning Wait see it at once) and its OnDone callback has run, but a
+  // caller asleep in Wait is not woken. True if one may be asleep: WakeWaiters must
+  // then follow.
   bool CompleteQuietly(Status status) {
     if (claimed_.exchange(true, std::memory_order_acq_rel)) return false;
     status_ = std::move(status);
     done_.store(true, std::memory_order_seq_cst);
+    if (callback_set_.load(std::memory_order_seq_cst)) RunCallback();
     return waiters_.load(std::memory_order_seq_cst) > 0;
   }
 
@@ -207,6 +243,19 @@ class Work {
                               std::to_string(timeout.count()) + " ms");
   }
 
+  // Runs the OnDone callback if no one has yet (done_ and callback_set_ are both
+  // set: it is final and status_ readable). The callback is moved out first, so
+  // what it captured is released once it has run.
+  void RunCallback() {
+    if (callback_claimed_.exchange(true, std::memory_order_acq_rel)) return;
+    std::function<void(const Status&)> callback;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      callback.swap(callback_);
+    }
+    callback(status_);
+  }
+
   // Spins briefly, then sleeps until `ready()` or `timeout` (negative: no limit);
   // false on timeout.
   template <typename Ready>
@@ -247,6 +296,10 @@ class Work {
   std::atomic<bool> done_{false};
   std::atomic<bool> enqueued_{false};      // fence_ is set
   std::shared_ptr<DeviceFence> fence_;     // guarded by mu_
+  std::function<void(const Status&)> callback_;  // OnDone's; guarded by mu_
+  bool has_callback_ = false;                    // OnDone was called; guarded by mu_
+  std::atomic<bool> callback_set_{false};       // callback_ is set (once)
+  std::atomic<bool> callback_claimed_{false};   // RunCallback ran it
   Status status_;
   ResultBytes result_;
   std::vector<int64_t> result_shape_;

@@ -1,11 +1,42 @@
 /* The C API compiled as C: single-process behaviour of every entry point. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "hvd.h"
 
 static int failures = 0;
 static int checks = 0;
+
+/* A completion callback's record (hvd_handle_on_done). */
+typedef struct {
+  int calls;
+  hvd_status_t status;
+  char detail[256];
+  pthread_t thread;
+  float first; /* the output's first element as the callback saw it */
+  const float* out;
+} done_record_t;
+
+static void record_done(void* arg, hvd_status_t status, const char* detail) {
+  done_record_t* r = (done_record_t*)arg;
+  __atomic_add_fetch(&r->calls, 1, __ATOMIC_SEQ_CST);
+  r->status = status;
+  snprintf(r->detail, sizeof(r->detail), "%s", detail);
+  r->thread = pthread_self();
+  r->first = r->out ? r->out[0] : -1.0f;
+}
+
+/* Waits up to 10 s for a callback. */
+static int wait_calls(const done_record_t* r, int target) {
+  int i;
+  for (i = 0; i < 10000 && __atomic_load_n(&r->calls, __ATOMIC_SEQ_CST) < target; ++i) {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  return __atomic_load_n(&r->calls, __ATOMIC_SEQ_CST) >= target;
+}
 
 #define EXPECT(cond)                                                  \
   do {                                                                \
@@ -81,6 +112,41 @@ int main(void) {
   EXPECT(hvd_wait_enqueued(h, 0) == HVD_INVALID_ARGUMENT);
   EXPECT(hvd_handle_order_stream(h, NULL) == HVD_INVALID_ARGUMENT);
   EXPECT(hvd_wait_enqueued(NULL, 0) == HVD_INVALID_ARGUMENT);
+
+  /* Completion callbacks: once, with the status; at once on this thread when the
+   * collective is already done; one per handle; still called when the handle was
+   * released before completion. */
+  {
+    done_record_t r;
+    memset(&r, 0, sizeof(r));
+    r.out = out;
+    out[0] = 0;
+    EXPECT(hvd_allreduce_async("cb", buf, out, 4, HVD_FLOAT32, HVD_SUM, &h) == HVD_SUCCESS);
+    EXPECT(hvd_handle_on_done(h, record_done, &r) == HVD_SUCCESS);
+    EXPECT(wait_calls(&r, 1));
+    EXPECT(r.calls == 1 && r.status == HVD_SUCCESS && strcmp(r.detail, "") == 0);
+    EXPECT(r.first == 1.0f); /* the output is final when the callback runs */
+    EXPECT(hvd_handle_on_done(h, record_done, &r) == HVD_INVALID_USAGE);
+    EXPECT(strstr(hvd_last_error(), "tensor 'cb' already has a completion callback") != NULL);
+    EXPECT(hvd_handle_on_done(h, NULL, &r) == HVD_INVALID_ARGUMENT);
+    EXPECT(r.calls == 1);
+    hvd_handle_release(h);
+    EXPECT(hvd_handle_on_done(h, record_done, &r) == HVD_INVALID_ARGUMENT);
+    EXPECT(hvd_handle_on_done(NULL, record_done, &r) == HVD_INVALID_ARGUMENT);
+
+    memset(&r, 0, sizeof(r));
+    EXPECT(hvd_allreduce_async("cb.done", buf, out, 4, HVD_FLOAT32, HVD_SUM, &h) == HVD_SUCCESS);
+    EXPECT(hvd_wait(h, 10000) == HVD_SUCCESS);
+    EXPECT(hvd_handle_on_done(h, record_done, &r) == HVD_SUCCESS);
+    EXPECT(r.calls == 1 && pthread_equal(r.thread, pthread_self()));
+    hvd_handle_release(h);
+
+    memset(&r, 0, sizeof(r));
+    EXPECT(hvd_barrier_async(HVD_GLOBAL_PROCESS_SET, &h) == HVD_SUCCESS);
+    EXPECT(hvd_handle_on_done(h, record_done, &r) == HVD_SUCCESS);
+    hvd_handle_release(h); /* before completion, maybe: the callback still comes */
+    EXPECT(wait_calls(&r, 1) && r.calls == 1 && r.status == HVD_SUCCESS);
+  }
 
   hvd_allreduce_args_t args;
   hvd_allreduce_args_init(&args);

@@ -48,8 +48,8 @@ TEST(MpirunZeroConfig, CProgram) {
       Mpirun("", std::string(HVD_BUILD_DIR) + "/tests/programs/c_collectives_job");
   ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("rank 0: 45 checks passed"));
-  EXPECT_THAT(r.output, HasSubstr("rank 1: 45 checks passed"));
+  EXPECT_THAT(r.output, HasSubstr("rank 0: 46 checks passed"));
+  EXPECT_THAT(r.output, HasSubstr("rank 1: 46 checks passed"));
   EXPECT_THAT(r.output, Not(HasSubstr("HVD_STORE_PORT")));
 }
 

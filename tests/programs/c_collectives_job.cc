@@ -1,6 +1,7 @@
 // Rank program: every collective of the C API across the job's ranks, each
 // checked against a local reference. Prints "rank R: N checks passed" and exits 0,
 // or prints the first failed check and exits 1.
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -49,6 +50,7 @@ int main() {
   const int64_t* out_shape = nullptr;
   CHECK(hvd_handle_result(h, &data, &nbytes, &ndim, &out_shape) == HVD_SUCCESS);
   CHECK(ndim == 2 && out_shape[0] == size * (size + 1) / 2 && out_shape[1] == 2);
+  CHECK(reinterpret_cast<uintptr_t>(data) % 64 == 0);  // hvd.h: host results are 64-byte aligned
   {
     const int32_t* v = static_cast<const int32_t*>(data);
     int64_t i = 0;

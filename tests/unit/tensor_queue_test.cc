@@ -480,6 +480,18 @@ TEST(WorkTest, ResultsDefaults) {
   EXPECT_EQ(w.scalar_result(), 2);
 }
 
+TEST(WorkTest, ResultsAreAlignedForFrameworkTensors) {
+  // Small (heap) and large (mmap) sizes alike: a framework wraps them as its own
+  // tensors, which assume kResultAlignment.
+  for (size_t bytes : {1, 17, 4096, 1 << 20, (1 << 20) + 3}) {
+    Work w("aligned");
+    w.result().resize(bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(w.result().data()) % kResultAlignment, 0u) << bytes;
+    w.result().resize(bytes * 3);  // a reallocation keeps it
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(w.result().data()) % kResultAlignment, 0u) << bytes;
+  }
+}
+
 // A batch's Works are done as soon as it completes them; a caller asleep on the
 // first is woken only when the batch wakes, and then finds every one done, so a
 // loop over a step's handles sleeps once, not once per tensor.

@@ -2,7 +2,9 @@
 
 Front-ends with horovod.torch 0.28's API:
   hvd.torch  - torch CPU and CUDA tensors, DistributedOptimizer, ShardedOptimizer (ZeRO 1/2);
-  hvd.numpy  - NumPy arrays.
+  hvd.numpy  - NumPy arrays;
+and with horovod.tensorflow's and horovod.tensorflow.keras's:
+  hvd.tensorflow, hvd.tensorflow.keras (also hvd.keras) - TensorFlow ops, Keras 3 and tf-keras.
 This package itself holds what they share: the life cycle and topology calls, process
 sets and the exceptions. libhvd.so is found through $HVD_LIBRARY, beside the dprun that
 started this process, inside this package once installed, in the checkout's build

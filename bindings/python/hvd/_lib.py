@@ -249,8 +249,12 @@ def lib():
             if _lib is None:
                 path = find_library()
                 # CDLL releases the GIL around every call, so blocking calls (hvd_wait,
-                # hvd_barrier) let other Python threads run.
-                loaded = ctypes.CDLL(path)
+                # hvd_barrier) let other Python threads run. RTLD_DEEPBIND: libhvd and
+                # its libraries (protobuf) resolve their symbols among themselves first.
+                # TensorFlow imports its framework library RTLD_GLOBAL, with a protobuf
+                # of its own under the same symbol names; without it, libhvd's calls
+                # into protobuf would land in TensorFlow's and crash.
+                loaded = ctypes.CDLL(path, mode=os.RTLD_DEEPBIND)
                 check_version(loaded, path)
                 loaded.optional = set()
                 for name, (restype, argtypes) in list(_PROTOTYPES.items()) + list(

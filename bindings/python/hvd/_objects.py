@@ -1,6 +1,10 @@
 """broadcast_object and allgather_object: any picklable object, sent as a uint8
 array (pickle) after its length, as horovod.torch does with cloudpickle. Shared by
-hvd.numpy and hvd.torch; the objects never touch a framework tensor."""
+hvd.numpy, hvd.torch and hvd.tensorflow; the objects never touch a framework tensor.
+
+The collectives' default name is fixed, not the object's type (Horovod's): the root
+typically passes the object and the others None, and names that differ by rank
+would never match."""
 import pickle
 
 import numpy as np
@@ -18,7 +22,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=None):
     hnp = _np()
     process_set = process_set or basics.global_process_set
     if name is None:
-        name = type(obj).__name__
+        name = "object"
     if basics.rank() == root_rank:
         payload = np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL),
                                 dtype=np.uint8).copy()
@@ -39,7 +43,7 @@ def allgather_object(obj, name=None, process_set=None):
     hnp = _np()
     process_set = process_set or basics.global_process_set
     if name is None:
-        name = type(obj).__name__
+        name = "object"
     payload = np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL),
                             dtype=np.uint8).copy()
     sizes = hnp.allgather(np.array([payload.size], dtype=np.int64), name + ".sz", process_set)

@@ -274,6 +274,17 @@ def process_set_id(process_set):
     return process_set._id()
 
 
+def process_set_by_id(ps_id):
+    """The registered ProcessSet with id `ps_id` (the global set for 0)."""
+    if ps_id == _lib.GLOBAL_PROCESS_SET:
+        return global_process_set
+    with _state_lock:
+        ps = _process_sets.get(ps_id)
+    if ps is None:
+        raise errors.InvalidArgumentError("process set %d is not registered" % ps_id)
+    return ps
+
+
 def set_root_rank(process_set, root_rank):
     """Translates a global root rank to the rank within `process_set` (C's convention)."""
     root_rank = int(root_rank)

@@ -19,6 +19,7 @@ from hvd import _frontend
 from hvd import _handles
 from hvd import _lib
 from hvd import _objects
+from hvd._compression import NoneCompressor, compression_namespace, fp16_compressor  # noqa: F401
 from hvd.basics import (ProcessSet, add_process_set, ccl_built, check_health,  # noqa: F401
                         cross_rank, cross_size, cuda_built, ddl_built, global_process_set,
                         gloo_built, gloo_enabled, init, is_homogeneous, is_initialized,
@@ -120,35 +121,9 @@ def _writable(tensor, what):
         raise InvalidArgumentError("%s: the array is read-only" % what)
 
 
-class NoneCompressor:
-    """No compression."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-
-class FP16Compressor:
-    """Sends floating-point arrays as float16 and casts the result back."""
-
-    @staticmethod
-    def compress(tensor):
-        if np.issubdtype(tensor.dtype, np.floating) and tensor.dtype != np.float16:
-            return tensor.astype(np.float16), tensor.dtype
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor if ctx is None else tensor.astype(ctx)
-
-
-class Compression:
-    none = NoneCompressor
-    fp16 = FP16Compressor
+FP16Compressor = fp16_compressor(lambda dtype: np.issubdtype(dtype, np.floating),
+                                 lambda array, dtype: array.astype(dtype), np.float16)
+Compression = compression_namespace(FP16Compressor)
 
 
 # ---- allreduce ---------------------------------------------------------------------

@@ -1,49 +1,9 @@
-"""Gradient compression for the wire (horovod.torch.compression)."""
+"""Gradient compression for the wire (horovod.torch.compression), on hvd._compression."""
 import torch
 
+from hvd._compression import (Compressor, NoneCompressor, compression_namespace,  # noqa: F401
+                              fp16_compressor)
 
-class Compressor:
-    """compress(tensor) -> (tensor for the wire, context); decompress(tensor, context)."""
-
-    @staticmethod
-    def compress(tensor):
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
-
-
-class NoneCompressor(Compressor):
-    """Sends tensors as they are."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-
-class FP16Compressor(Compressor):
-    """Sends floating-point tensors as float16 and casts the result back to the
-    original dtype; other dtypes pass through."""
-
-    @staticmethod
-    def compress(tensor):
-        if tensor.dtype.is_floating_point:
-            return tensor.type(torch.float16), tensor.dtype
-        return tensor, tensor.dtype
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        if ctx is not None and ctx.is_floating_point and tensor.dtype != ctx:
-            return tensor.type(ctx)
-        return tensor
-
-
-class Compression:
-    """The available compressors: Compression.none and Compression.fp16."""
-    none = NoneCompressor
-    fp16 = FP16Compressor
+FP16Compressor = fp16_compressor(lambda dtype: dtype.is_floating_point,
+                                 lambda tensor, dtype: tensor.type(dtype), torch.float16)
+Compression = compression_namespace(FP16Compressor)
