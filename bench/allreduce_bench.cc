@@ -5,7 +5,7 @@
 //   dprun -np 2 build/bench/allreduce_bench [--workload all|sizes|resnet50|small]
 //       [--iters N] [--budget SECONDS] [--csv FILE] [--mpi-csv FILE]
 //       [--resnet50-sizes FILE] [--peers LIST] [--barrier dprun|gloo]
-//       [--settle SECONDS] [--run N] [--layout separate|bucket]
+//       [--settle SECONDS] [--run N] [--layout separate|bucket] [--scaling-csv FILE]
 //
 // Peers, all float32 sum, all out of place (send buffers are never modified):
 //   dprun            the C API. One buffer: hvd_allreduce. Many tensors: every
@@ -30,6 +30,9 @@
 // far more than for dprun's (docs/benchmarks.md, "The machine").
 // --layout bucket lays each workload's tensors end to end in one send and one
 // receive buffer (a framework's gradient bucket) instead of one allocation each.
+// --scaling-csv FILE appends what bench/scaling_bench.sh needs beyond step times:
+// the slowest rank's hvd_init and hvd_shutdown, and rank 0's negotiation per cycle
+// over dprun's steps (WriteScalingCsv).
 // --mpi-csv adds the dprun/mpi ratio from an mpi_allreduce_bench CSV of the same
 // rank count (a separate run: that ratio is across runs).
 //
@@ -51,6 +54,7 @@
 
 #include "bench/harness.h"
 #include "bench/workloads.h"
+#include "bindings/c/c_api_internal.h"
 #include "bindings/c/hvd.h"
 #include "runtime/store/store.h"
 #include "runtime/store/tcp_store.h"
@@ -208,12 +212,51 @@ std::vector<Peer> MakePeers(const Workload& w, Buffers* b, GlooComm* gloo,
   return peers;
 }
 
+// --scaling-csv: rank 0's negotiation over dprun's steps (the first, which fills
+// the response cache, left out), from the runtime's counters.
+struct NegotiationSample {
+  int64_t steps = 0, cycles = 0, cpu_ns = 0, coordinate_cpu_ns = 0;
+  bool first_seen = false;
+};
+
+Controller::Stats GlobalSetStats() {
+  std::shared_ptr<Runtime> rt;
+  if (!capi::Current(&rt).ok()) return {};
+  return rt->NegotiationStats(0);
+}
+
+// Wraps the dprun peer's step so that each step adds its cycles and CPU to *sample.
+void SampleNegotiation(std::vector<Peer>* peers, NegotiationSample* sample) {
+  for (Peer& p : *peers) {
+    if (p.name != "dprun") continue;
+    auto inner = std::move(p.step);
+    p.step = [inner, sample] {
+      const Controller::Stats before = GlobalSetStats();
+      inner();
+      const Controller::Stats after = GlobalSetStats();
+      if (!sample->first_seen) {
+        sample->first_seen = true;
+        return;
+      }
+      ++sample->steps;
+      sample->cycles += after.cycles - before.cycles;
+      sample->cpu_ns += after.cpu_ns - before.cpu_ns;
+      sample->coordinate_cpu_ns += after.coordinate_cpu_ns - before.coordinate_cpu_ns;
+    };
+  }
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 struct Flags {
   std::string workload = "all";
   std::string csv;
   std::string mpi_csv;
   std::string resnet50;
   std::string peers;  // comma list of peer names to run; empty: all
+  std::string scaling_csv;
   bool dprun_barrier = true;
   Layout layout = Layout::kSeparate;
   HarnessOptions harness;
@@ -248,6 +291,8 @@ Flags ParseFlags(int argc, char** argv) {
       f.csv = value();
     } else if (a == "--mpi-csv") {
       f.mpi_csv = value();
+    } else if (a == "--scaling-csv") {
+      f.scaling_csv = value();
     } else if (a == "--resnet50-sizes") {
       f.resnet50 = value();
     } else if (a == "--peers") {
@@ -265,13 +310,49 @@ Flags ParseFlags(int argc, char** argv) {
           "         [--iters N] [--warmup N] [--budget SECONDS] [--csv FILE] [--mpi-csv FILE]\n"
           "         [--resnet50-sizes FILE] [--peers dprun,gloo_fused,gloo_per_tensor]\n"
           "         [--barrier dprun|gloo] [--settle SECONDS] [--run N]\n"
-          "         [--layout separate|bucket]\n");
+          "         [--layout separate|bucket] [--scaling-csv FILE]\n");
       std::exit(0);
     } else {
       Die("unknown argument '" + a + "' (try --help)");
     }
   }
   return f;
+}
+
+// Appends to `path` (a header first if it is new) one row per measure, in long form
+// (ranks,ops,workload,metric,value): per run, the slowest rank's hvd_init,
+// bench-context connect and hvd_shutdown seconds (workload "-"); per workload, each
+// peer's median step in ms (step_ms:<peer>) and rank 0's negotiation over dprun's
+// steps: cycles per step, controller CPU per cycle and per step, and the part in
+// Coordinate per cycle (microseconds).
+void WriteScalingCsv(const std::string& path, int size, const std::string& ops,
+                     const std::vector<Workload>& workloads, const std::vector<Result>& results,
+                     const std::vector<NegotiationSample>& samples,
+                     const std::vector<double>& slowest) {
+  std::FILE* probe = std::fopen(path.c_str(), "r");
+  const bool fresh = probe == nullptr;
+  if (probe) std::fclose(probe);
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  if (!f) Die("cannot open --scaling-csv " + path);
+  if (fresh) std::fprintf(f, "ranks,ops,workload,metric,value\n");
+  auto row = [&](const std::string& workload, const std::string& metric, double value) {
+    std::fprintf(f, "%d,%s,%s,%s,%.6g\n", size, ops.c_str(), workload.c_str(), metric.c_str(),
+                 value);
+  };
+  row("-", "init_s", slowest[0]);
+  row("-", "bench_connect_s", slowest[1]);
+  row("-", "shutdown_s", slowest[2]);
+  for (const Result& r : results) row(r.workload, "step_ms:" + r.peer, r.median_s * 1e3);
+  for (size_t i = 0; i < workloads.size(); ++i) {
+    const NegotiationSample& n = samples[i];
+    if (n.steps == 0) continue;
+    const double cycles = std::max<int64_t>(1, n.cycles);
+    row(workloads[i].name, "cycles_per_step", static_cast<double>(n.cycles) / n.steps);
+    row(workloads[i].name, "controller_cpu_us_per_cycle", n.cpu_ns / 1e3 / cycles);
+    row(workloads[i].name, "controller_cpu_us_per_step", n.cpu_ns / 1e3 / n.steps);
+    row(workloads[i].name, "coordinate_cpu_us_per_cycle", n.coordinate_cpu_ns / 1e3 / cycles);
+  }
+  std::fclose(f);
 }
 
 int Main(int argc, char** argv) {
@@ -282,17 +363,23 @@ int Main(int argc, char** argv) {
                      &workloads, &error))
     Die(error);
 
+  const auto init_start = std::chrono::steady_clock::now();
   CheckHvd(hvd_init(), "hvd_init");
+  const double init_s = SecondsSince(init_start);
   int rank = 0, size = 1;
   CheckHvd(hvd_rank(&rank), "hvd_rank");
   CheckHvd(hvd_size(&size), "hvd_size");
+  const auto connect_start = std::chrono::steady_clock::now();
   GlooComm gloo(ConnectBenchContext(rank, size), flags.dprun_barrier);
+  const double connect_s = SecondsSince(connect_start);
   const char* plane = "?";
   CheckHvd(hvd_host_backend(0, &plane), "hvd_host_backend");
   const std::string ops = Env("HVD_CPU_OPERATIONS", "default") + " (" + plane + ")";
 
   std::vector<Result> results;
-  for (const auto& w : workloads) {
+  std::vector<NegotiationSample> samples(workloads.size());
+  for (size_t wi = 0; wi < workloads.size(); ++wi) {
+    const Workload& w = workloads[wi];
     Buffers b;
     FillBuffers(w, rank, &b, flags.layout);
     std::vector<float> fused;
@@ -306,6 +393,7 @@ int Main(int argc, char** argv) {
                   peers.end());
       if (peers.empty()) Die("--peers " + flags.peers + " selects no peer of " + w.name);
     }
+    SampleNegotiation(&peers, &samples[wi]);
     const size_t before = results.size();
     if (!RunWorkload(w, &b, peers, &gloo, flags.harness, ops, &results, &error)) Die(error);
     if (rank == 0) {
@@ -325,7 +413,14 @@ int Main(int argc, char** argv) {
                 size, ops.c_str(), FormatTable(results, mpi).c_str());
     if (!flags.csv.empty() && !WriteCsv(flags.csv, results, &error)) Die(error);
   }
+  const auto shutdown_start = std::chrono::steady_clock::now();
   CheckHvd(hvd_shutdown(), "hvd_shutdown");
+  const double shutdown_s = SecondsSince(shutdown_start);
+  if (!flags.scaling_csv.empty()) {
+    std::vector<double> slowest{init_s, connect_s, shutdown_s};
+    gloo.AllreduceMax(&slowest);
+    if (rank == 0) WriteScalingCsv(flags.scaling_csv, size, ops, workloads, results, samples, slowest);
+  }
   return 0;
 }
 

@@ -1,5 +1,7 @@
 #include "controller/controller.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -7,6 +9,23 @@
 
 namespace hvd {
 namespace {
+
+int64_t ThreadCpuNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Adds the calling thread's CPU time from construction to destruction to *total.
+class CpuTimer {
+ public:
+  explicit CpuTimer(int64_t* total) : total_(total), start_(ThreadCpuNanos()) {}
+  ~CpuTimer() { *total_ += ThreadCpuNanos() - start_; }
+
+ private:
+  int64_t* total_;
+  int64_t start_;
+};
 
 std::string RankList(const std::vector<int>& ranks) {
   std::string s;
@@ -51,6 +70,7 @@ Controller::Controller(std::unique_ptr<ControlChannel> channel, ControllerOption
 Status Controller::Cycle(const proto::RequestList& mine, Clock::time_point now,
                          proto::ResponseList* out) {
   ++stats_.cycles;
+  CpuTimer timer(&stats_.cpu_ns);
   proto::RequestList send;
   PrepareRequests(mine, &send);
   if (channel_->SupportsExchange()) return ExchangeCycle(&send, now, out);
@@ -450,6 +470,7 @@ const Controller::HitPlan& Controller::PlanForHits(
 
 void Controller::Coordinate(const std::vector<proto::RequestList>& lists, Clock::time_point now,
                             proto::ResponseList* out) {
+  CpuTimer timer(&stats_.coordinate_cpu_ns);
   // A rank's own failure ends the job everywhere; the first rank's report wins.
   for (int r = 0; r < size(); ++r) {
     if (lists[r].error_code() != 0) {

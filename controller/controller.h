@@ -96,6 +96,10 @@ class Controller {
     int64_t max_fused = 0;      // the most tensors one of them held
     int64_t hit_plans = 0;      // fusion plans built for cache hits (a repeated step reuses one)
     int64_t settled_alone = 0;  // two ranks: cycles each rank settled from the exchanged lists
+    // CPU time of the calling thread inside Cycle (waits that spin count, sleeps do
+    // not), and the coordinator's part of it in Coordinate.
+    int64_t cpu_ns = 0;
+    int64_t coordinate_cpu_ns = 0;
   };
   const Stats& stats() const { return stats_; }
 
