@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <utility>
 
 #include "runtime/common/job_keys.h"
@@ -97,6 +98,8 @@ Status CommunicatorFactory::Connect(int id, const std::vector<int>& ranks,
   copts.autotune_window = options_.autotune_window;
   copts.stall_check = options_.stall_check;
   copts.stall_shutdown = options_.stall_shutdown;
+  copts.tree_cycle_ranks = static_cast<int>(
+      std::min<int64_t>(options_.negotiation_tree_ranks, std::numeric_limits<int>::max()));
   Executor::PhaseHook on_phase;
   // The coordinator keeps the straggler report and may write a timeline, which
   // can start at any time (StartTimeline): its hooks are always installed there.
@@ -142,7 +145,7 @@ void CommunicatorFactory::InstallHooks(Communicator* comm, ControllerOptions* co
   StragglerTracker* straggler = straggler_;
   const ActiveTimeline* timeline = timeline_;
   copts->on_arrivals = [comm, straggler, timeline](const std::string& name, OpType op,
-                                                   const std::vector<Clock::time_point>& arrivals,
+                                                   const Arrivals& arrivals,
                                                    Clock::time_point ready, bool cached) {
     if (comm->id == 0 && straggler) straggler->Record(arrivals);
     if (auto current = timeline->Current()) {

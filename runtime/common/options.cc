@@ -204,6 +204,8 @@ Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
       ParseInt(env, {"HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD"}, 0, &o.fusion_threshold));
   HVD_RETURN_IF_ERROR(ParseIntIn(env, {"HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY"}, 0,
                                  RuntimeOptions::kMaxCacheCapacity, &o.cache_capacity));
+  HVD_RETURN_IF_ERROR(
+      ParseInt(env, {"HVD_NEGOTIATION_TREE_RANKS"}, 0, &o.negotiation_tree_ranks));
 
   HVD_RETURN_IF_ERROR(ParseChoice(env, {"HVD_GPU_OPERATIONS", "HOROVOD_GPU_OPERATIONS"},
                                   {"nccl", "gloo"}, &o.gpu_operations));

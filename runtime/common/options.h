@@ -48,6 +48,11 @@ struct RuntimeOptions {
   // allocated up front).
   int64_t cache_capacity = 1024;
   static constexpr int64_t kMaxCacheCapacity = 1 << 16;
+  // HVD_NEGOTIATION_TREE_RANKS: communicators of at least this many ranks settle a
+  // cycle of cached tensors by one word all-reduce of the cache bits (O(log n)
+  // steps, every rank settling it alone) instead of the coordinator's Gather and
+  // Broadcast; 0: never (docs/protocol.md, "Many ranks").
+  int64_t negotiation_tree_ranks = 8;
   bool autotune = false;                       // HVD_AUTOTUNE=1, HOROVOD_AUTOTUNE: tune the two above online
   std::string autotune_log;                    // HVD_AUTOTUNE_LOG (CSV), HOROVOD_AUTOTUNE_LOG
   std::chrono::milliseconds autotune_window{1000};  // HVD_AUTOTUNE_WINDOW (s): one score's window

@@ -405,6 +405,17 @@ TEST(RuntimeOptionsTest, HierarchicalAllreduce) {
   EXPECT_THAT(o.Validate().message(), HasSubstr("HVD_HIERARCHICAL_ALLREDUCE='2'"));
 }
 
+TEST(RuntimeOptionsTest, ScalingChoices) {
+  const RuntimeOptions d = ParseOk({});
+  EXPECT_EQ(d.negotiation_tree_ranks, 8);
+  EXPECT_EQ(ParseOk({{"HVD_NEGOTIATION_TREE_RANKS", "0"}}).negotiation_tree_ranks, 0);
+  EXPECT_EQ(ParseOk({{"HVD_NEGOTIATION_TREE_RANKS", "3"}}).negotiation_tree_ranks, 3);
+  RuntimeOptions o;
+  Status s = Parse({{"HVD_NEGOTIATION_TREE_RANKS", "-1"}}, &o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("HVD_NEGOTIATION_TREE_RANKS='-1'"));
+}
+
 TEST(RuntimeOptionsTest, BindTo) {
   EXPECT_EQ(ParseOk({}).bind_to, "none");
   EXPECT_EQ(ParseOk({{"HVD_BIND_TO", "Core"}}).bind_to, "core");
