@@ -73,6 +73,8 @@ Status CommunicatorFactory::Connect(int id, const std::vector<int>& ranks,
   hopts.size = comm->size;
   hopts.timeout = options_.timeout;
   hopts.interrupt = interrupt_;
+  HVD_RETURN_IF_ERROR(
+      ParseAllreduceAlgorithmMode(options_.allreduce_algorithm, &hopts.allreduce_algorithm.mode));
   hopts.hierarchy = options_.hierarchical_allreduce == "1"   ? HierarchyChoice::Mode::kHierarchical
                    : options_.hierarchical_allreduce == "0" ? HierarchyChoice::Mode::kFlat
                                                             : HierarchyChoice::Mode::kAuto;

@@ -211,6 +211,8 @@ Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
                                   {"nccl", "gloo"}, &o.gpu_operations));
   HVD_RETURN_IF_ERROR(ParseChoice(env, {"HVD_CPU_OPERATIONS", "HOROVOD_CPU_OPERATIONS"},
                                   {"auto", "shm", "gloo"}, &o.cpu_operations));
+  HVD_RETURN_IF_ERROR(ParseChoice(env, {"HVD_ALLREDUCE_ALGORITHM"},
+                                  {"auto", "ring", "halving_doubling"}, &o.allreduce_algorithm));
   HVD_RETURN_IF_ERROR(
       ParseChoice(env, {"HVD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE"},
                   {"auto", "1", "0", "true", "false", "yes", "no"}, &o.hierarchical_allreduce));

@@ -73,6 +73,11 @@ struct RuntimeOptions {
   // faster for its size on the first calls (runtime/transport/hierarchy_choice.h);
   // "1" always hierarchically, "0" always flat.
   std::string hierarchical_allreduce = "auto";  // HVD_HIERARCHICAL_ALLREDUCE=auto|1|0, HOROVOD_...
+  // HVD_ALLREDUCE_ALGORITHM=auto|ring|halving_doubling: the Gloo all-reduce; auto
+  // runs recursive halving-doubling where the ring's 2(n-1) step latencies would
+  // outweigh its bytes (small messages at many ranks), the ring otherwise
+  // (runtime/transport/allreduce_algorithm.h).
+  std::string allreduce_algorithm = "auto";
   // Ranks share memory when their host ids are equal. Empty (the default): the
   // kernel's boot id plus the device of /dev/shm, so separate machines and
   // containers with private /dev/shm never match. Set to group ranks by hand.

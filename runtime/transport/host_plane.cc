@@ -165,7 +165,7 @@ Status ConnectHostPlane(const HostPlaneOptions& opts, HostPlane* out) {
   std::shared_ptr<gloo::Context> flat;
   HVD_RETURN_IF_ERROR(gloo("", opts.rank, size, &flat));
   out->channel = NewGlooControlChannel(flat, opts.timeout);
-  auto flat_backend = std::make_unique<GlooBackend>(flat);
+  auto flat_backend = std::make_unique<GlooBackend>(flat, PieceRingOptions(), opts.allreduce_algorithm);
   if (opts.path == HostPath::kGloo) {
     out->backend = std::move(flat_backend);
     return Status::OK();
@@ -177,7 +177,9 @@ Status ConnectHostPlane(const HostPlaneOptions& opts, HostPlane* out) {
   std::shared_ptr<gloo::Context> cross;
   HVD_RETURN_IF_ERROR(gloo("cross" + std::to_string(local) + "/", host, p.hosts(), &cross));
   out->backend = std::make_unique<HierarchicalBackend>(
-      std::move(local_backend), std::make_unique<GlooBackend>(cross), std::move(flat_backend),
+      std::move(local_backend),
+      std::make_unique<GlooBackend>(cross, PieceRingOptions(), opts.allreduce_algorithm),
+      std::move(flat_backend),
       opts.hierarchy);
   return Status::OK();
 }

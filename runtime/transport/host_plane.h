@@ -28,6 +28,7 @@
 #include "runtime/common/backend.h"
 #include "runtime/common/control_channel.h"
 #include "runtime/store/store.h"
+#include "runtime/transport/allreduce_algorithm.h"
 #include "runtime/transport/hierarchy_choice.h"
 
 namespace hvd {
@@ -78,6 +79,8 @@ struct HostPlaneOptions {
   HostPath path = HostPath::kGloo;
   // kHierarchical: which all-reduce each size runs (HierarchyChoice).
   HierarchyChoice::Mode hierarchy = HierarchyChoice::Mode::kAuto;
+  // The Gloo backends' ring or halving-doubling choice (allreduce_algorithm.h).
+  AllreduceAlgorithmOptions allreduce_algorithm;
   std::chrono::milliseconds timeout{30000};
   // Polled while the shared-memory segments wait for every rank to map them
   // (ShmMembership::interrupt). May be empty.

@@ -152,8 +152,9 @@ TEST(GlooControlChannel, WordAllreducesBetweenRounds) {
           ASSERT_EQ(testing::WordAllreduceRound(*ch, round, n, n * (round % 3) / 2), "") << "size " << size;
           std::vector<std::string> all;
           ASSERT_TRUE(ch->Gather(Message("g", round, 20 + r), &all).ok());
-          if (r == 0)
+          if (r == 0) {
             for (int p = 0; p < size; ++p) ASSERT_EQ(all[p], Message("g", round, 20 + p));
+          }
           std::string msg = r == 0 ? Message("b", round, 1500) : "";
           ASSERT_TRUE(ch->Broadcast(&msg).ok());
           ASSERT_EQ(msg, Message("b", round, 1500));

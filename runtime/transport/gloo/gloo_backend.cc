@@ -64,8 +64,12 @@ Status ConnectGlooContext(const std::shared_ptr<Store>& store,
   return Status::OK();
 }
 
-GlooBackend::GlooBackend(std::shared_ptr<gloo::Context> context, PieceRingOptions ring_options)
-    : context_(std::move(context)), ring_(context_, ring_options) {}
+GlooBackend::GlooBackend(std::shared_ptr<gloo::Context> context, PieceRingOptions ring_options,
+                         AllreduceAlgorithmOptions algorithm)
+    : context_(std::move(context)),
+      ring_(context_, ring_options),
+      butterfly_(context_),
+      algorithm_(algorithm) {}
 
 template <typename Fn>
 Status GlooBackend::Guard(const char* what, Fn&& fn) {
@@ -91,6 +95,12 @@ Status GlooBackend::AllreducePieces(const std::vector<AllreducePiece>& pieces, D
     return Status::OK();
   }
   const uint64_t rs_slot = NextRingSlot(), ag_slot = NextRingSlot();  // one per phase
+  int64_t count = 0;
+  for (const AllreducePiece& p : pieces) count += p.count;
+  last_algorithm_ = ChooseAllreduceAlgorithm(count * static_cast<int64_t>(DataTypeSize(dtype)),
+                                             size(), algorithm_);
+  if (last_algorithm_ == AllreduceAlgorithm::kHalvingDoubling)
+    return Guard("allreduce", [&] { butterfly_.Run(pieces, dtype, op, finish, rs_slot, ag_slot); });
   return Guard("allreduce", [&] { ring_.Run(pieces, dtype, op, finish, rs_slot, ag_slot); });
 }
 

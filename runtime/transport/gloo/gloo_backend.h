@@ -22,6 +22,8 @@
 
 #include "runtime/common/backend.h"
 #include "runtime/store/store.h"
+#include "runtime/transport/allreduce_algorithm.h"
+#include "runtime/transport/gloo/butterfly_allreduce.h"
 #include "runtime/transport/gloo/piece_ring.h"
 
 namespace hvd {
@@ -40,8 +42,11 @@ Status ConnectGlooContext(const std::shared_ptr<Store>& store,
 
 class GlooBackend : public Backend {
  public:
+  // All-reduces run the ring or halving-doubling, by size and ranks as `algorithm`
+  // says (allreduce_algorithm.h).
   explicit GlooBackend(std::shared_ptr<gloo::Context> context,
-                       PieceRingOptions ring_options = PieceRingOptions());
+                       PieceRingOptions ring_options = PieceRingOptions(),
+                       AllreduceAlgorithmOptions algorithm = AllreduceAlgorithmOptions());
 
   const char* Name() const override { return "gloo"; }
   int rank() const override { return context_->rank; }
@@ -63,6 +68,9 @@ class GlooBackend : public Backend {
   // Bytes the last AllreducePieces copied through its staging area.
   int64_t staged_bytes() const { return ring_.staged_bytes(); }
   int64_t ring_messages_sent() const { return ring_.messages_sent(); }
+  // The algorithm of the last all-reduce, and the messages halving-doubling sent.
+  AllreduceAlgorithm last_allreduce_algorithm() const { return last_algorithm_; }
+  int64_t butterfly_messages_sent() const { return butterfly_.messages_sent(); }
 
  private:
   // Runs `fn`, turning a Gloo exception into a Status that names `what`.
@@ -76,6 +84,9 @@ class GlooBackend : public Backend {
 
   std::shared_ptr<gloo::Context> context_;
   PieceRing ring_;
+  ButterflyAllreduce butterfly_;
+  AllreduceAlgorithmOptions algorithm_;
+  AllreduceAlgorithm last_algorithm_ = AllreduceAlgorithm::kRing;
   uint32_t next_tag_ = 1;
   Status broken_;
 };
