@@ -11,7 +11,10 @@
 //   acked[r]         chunks of rank r's slot that the root has consumed (in r's block,
 //                    written by the root);
 //   bcast_acked[r]   broadcast chunks that rank r has consumed.
-//   up[r], down[r]   word all-reduces rank r has finished the up, the down half of.
+//   up[r]            children of rank r that have combined their subtrees, summed
+//                    over its word all-reduces (each child adds one a call: the one
+//                    counter with several writers);
+//   down[r]          word all-reduces whose result rank r has passed down.
 // Gather: a rank writes a chunk once acked[r] shows the root consumed its previous
 // one, then bumps posted[r]; the root, rank by rank, waits for posted[r], copies the
 // chunk out and bumps acked[r]. Broadcast is the mirror: the root writes once every
@@ -22,17 +25,21 @@
 //
 // AllreduceWords runs over a *tree* of fan-out kFanOut (rank r's children are
 // r * kFanOut + 1 ... r * kFanOut + kFanOut), each rank with an *up area* and a
-// *down area* of its own after the slots. Up: a rank waits for each child's up
-// counter to reach the call's number g, combines the child's up area into its
-// words, writes the result to its own up area and posts up = g. Rank 0 then holds
-// the result, writes it to its down area and posts down = g; every other rank waits
-// for its parent's down = g, copies the parent's down area and, if it has children,
-// writes it to its own and posts down = g. Each rank waits on at most kFanOut + 1
-// ranks, and the tree is log_kFanOut(size) deep. Areas are reused safely: a child
-// writes its up area for call g + 1 only after reading its parent's down area of
-// call g, which the parent wrote after reading the child's up area of g; and a
-// parent writes its down area for g + 1 only after every child's up of g + 1, which
-// each child posts after reading the parent's down area of g.
+// *down area* of its own after the slots. Up: a rank waits until its up counter
+// shows every child's part of call g (g times its children: one wait, one wake-up
+// at most, however many children), combines the children's up areas into its words,
+// writes the result to its own up area and adds one to its parent's up counter.
+// Rank 0 then holds the result: it writes it to its down area and posts down = g;
+// every other rank waits for its parent's down = g, copies the parent's down area
+// and, if it has children, writes it to its own and posts down = g. Each rank waits
+// twice and wakes at most kFanOut ranks, and the tree is log_kFanOut(size) deep (2
+// levels below rank 0 up to 272 ranks). Rank 0 waking every rank at once would cost
+// it a futex wake of size - 1 sleepers, linear in the ranks (the Broadcast above
+// does that). Areas are reused safely: a child writes its up area for call g + 1
+// only after reading its parent's down area of call g, which the parent wrote
+// after reading the child's up area of g; and a parent writes its down area for
+// g + 1 only after every child's part of g + 1, which each child adds after reading
+// the parent's down area of g.
 #include "runtime/transport/shm/shm_control_channel.h"
 
 #include <algorithm>
@@ -45,7 +52,7 @@ namespace {
 
 enum Counter : int { kPosted = 0, kAcked = 1, kBcastAcked = 2, kUp = 3, kDown = 4, kNumCounters = 5 };
 constexpr size_t kHeaderBytes = 64;
-constexpr int kFanOut = 4;
+constexpr int kFanOut = 16;
 // Each up and down area: the most words one AllreduceWords may carry.
 constexpr size_t kMaxWords = 4096;
 constexpr size_t kWordAreaBytes = kMaxWords * sizeof(uint64_t);
@@ -188,14 +195,24 @@ class ShmControlChannel : public ControlChannel {
     const size_t n = words->size();
     const int first_child = rank() * kFanOut + 1;
     const int last_child = std::min(size() - 1, rank() * kFanOut + kFanOut);
-    for (int c = first_child; c <= last_child; ++c) {
-      HVD_RETURN_IF_ERROR(seg_->WaitAtLeast(c, kUp, g, "combine its negotiation words"));
-      CombineWords(UpArea(c), n, or_words, words->data());
+    if (first_child <= last_child) {
+      const uint32_t children = static_cast<uint32_t>(last_child - first_child + 1);
+      Status s = seg_->Wait(seg_->counter(rank(), kUp), g * children, first_child,
+                            "combine its negotiation words");
+      if (s.code() == StatusCode::kTimeout)  // some child is late: name them all
+        s = Status::Timeout("rank " + std::to_string(rank()) +
+                            " timed out waiting for ranks " + std::to_string(first_child) + ".." +
+                            std::to_string(last_child) +
+                            " (its children in the negotiation tree) to combine their words: " +
+                            s.message());
+      HVD_RETURN_IF_ERROR(s);
+      for (int c = first_child; c <= last_child; ++c)
+        CombineWords(UpArea(c), n, or_words, words->data());
     }
     if (rank() != 0) {
-      std::memcpy(UpArea(rank()), words->data(), n * sizeof(uint64_t));
-      seg_->Post(kUp, g);
       const int parent = (rank() - 1) / kFanOut;
+      std::memcpy(UpArea(rank()), words->data(), n * sizeof(uint64_t));
+      seg_->AddTo(parent, kUp, 1);
       HVD_RETURN_IF_ERROR(seg_->WaitAtLeast(parent, kDown, g,
                                             "pass down the combined negotiation words"));
       std::memcpy(words->data(), DownArea(parent), n * sizeof(uint64_t));

@@ -316,6 +316,12 @@ void ShmSegment::PostTo(int r, int index, uint32_t value) {
   if (c.waiters.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&c.value);
 }
 
+void ShmSegment::AddTo(int r, int index, uint32_t delta) {
+  ShmCounter& c = counter(r, index);
+  c.value.fetch_add(delta, std::memory_order_seq_cst);
+  if (c.waiters.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&c.value);
+}
+
 Status ShmSegment::AbortStatus() const {
   const int32_t who = header_->abort_ready.load(std::memory_order_acquire);
   if (who == 0 || who == rank_ + 1) return Status::OK();

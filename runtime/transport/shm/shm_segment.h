@@ -128,6 +128,9 @@ class ShmSegment {
   // owner.
   void Post(int index, uint32_t value) { PostTo(rank_, index, value); }
   void PostTo(int r, int index, uint32_t value);
+  // Adds `delta` to counter `index` of rank `r` atomically and wakes its sleepers: a
+  // counter several ranks advance together (each rank's add counts once).
+  void AddTo(int r, int index, uint32_t delta);
 
   // Waits until rank `peer`'s counter `index` reaches `target`. `what` completes
   // "waiting for rank N to ..." in error messages, e.g. "stage allreduce data".
