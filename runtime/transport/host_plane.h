@@ -43,6 +43,10 @@ struct HostInfo {
 HostInfo LocalHostInfo(const std::string& id_override);
 
 // Publishes `mine` and reads every rank's, in rank order. Bounded by `timeout`.
+// The records go up a tree of fan-out 16 in the store (each rank reads its
+// children's subtrees and publishes its own, rank 0 publishes them all, and every
+// rank reads that once): a few store calls at each rank, where reading every
+// rank's record was size calls at each, size^2 at the store.
 Status ExchangeHostInfo(Store* store, int rank, int size, const HostInfo& mine,
                         std::chrono::milliseconds timeout, std::vector<HostInfo>* all);
 
