@@ -34,7 +34,12 @@ Status CreateGlooDevice(const std::string& hostname, const std::string& iface,
                         std::shared_ptr<gloo::transport::Device>* out);
 
 // Connects a full mesh among `size` ranks through `store` (keys are used as given:
-// pass a prefixed store per communicator). Bounded by `timeout`.
+// pass a prefixed store per communicator). Bounded by `timeout`. Each rank publishes
+// one key per peer (its pair's address for that peer) and reads the one each peer
+// published for it: O(size) small keys per rank, where Gloo's connectFullMesh has
+// every rank read every peer's whole address list (O(size^2) bytes per rank, 280 MB
+// through the store at 128 ranks). A store failure returns its status naming the
+// peer; a failed connect is kTimeout.
 Status ConnectGlooContext(const std::shared_ptr<Store>& store,
                           const std::shared_ptr<gloo::transport::Device>& device, int rank,
                           int size, std::chrono::milliseconds timeout,
