@@ -43,7 +43,8 @@ Status CommunicatorFactory::Create(const RuntimeOptions& options, std::shared_pt
   std::unique_ptr<CommunicatorFactory> f(
       new CommunicatorFactory(options, std::move(store), straggler, timeline));
   f->interrupt_ = std::move(interrupt);
-  HVD_RETURN_IF_ERROR(CreateGlooDevice(options.gloo_hostname, options.gloo_iface, &f->device_));
+  HVD_RETURN_IF_ERROR(CreateGlooDevice(GlooBindHostname(options.gloo_hostname, options.local_rank),
+                                       options.gloo_iface, &f->device_));
   // Which ranks share a host decides each communicator's host plane (host_plane.h).
   if (options.size > 1 && options.cpu_operations != "gloo")
     HVD_RETURN_IF_ERROR(ExchangeHostInfo(f->store_.get(), options.rank, options.size,

@@ -1,4 +1,5 @@
 // Choosing a communicator's host plane from where its ranks are (runtime/transport/host_plane.h).
+#include "runtime/transport/gloo/gloo_backend.h"
 #include "runtime/transport/host_plane.h"
 
 #include <gmock/gmock.h>
@@ -152,6 +153,16 @@ TEST(ExchangeHostInfoTest, AMissingRankTimesOutNamingIt) {
   Status s = ExchangeHostInfo(store.get(), 0, 2, {"a", 1}, std::chrono::milliseconds(100), &all);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("waiting for rank 1 to say which host it is on"));
+}
+
+TEST(GlooBindHostnameTest, EachLocalRankGetsALoopbackAddressOfItsOwn) {
+  EXPECT_EQ(GlooBindHostname("127.0.0.1", 0), "127.0.0.1");
+  EXPECT_EQ(GlooBindHostname("127.0.0.1", 1), "127.0.0.2");
+  EXPECT_EQ(GlooBindHostname("127.0.0.1", 249), "127.0.0.250");
+  EXPECT_EQ(GlooBindHostname("127.0.0.1", 250), "127.0.1.1");
+  EXPECT_EQ(GlooBindHostname("127.0.0.1", 4095), "127.0.16.96");
+  EXPECT_EQ(GlooBindHostname("10.1.2.3", 7), "10.1.2.3");  // a host's address stays
+  EXPECT_EQ(GlooBindHostname("127.0.0.5", 7), "127.0.0.5");  // as does one chosen
 }
 
 TEST(ShardCountsTest, EqualShardsFirstOnesLonger) {

@@ -25,6 +25,11 @@ Status FromGlooException(const char* what, const std::exception& e) {
 
 }  // namespace
 
+std::string GlooBindHostname(const std::string& hostname, int local_rank) {
+  if (hostname != "127.0.0.1" || local_rank <= 0) return hostname;
+  return "127.0." + std::to_string(local_rank / 250) + "." + std::to_string(1 + local_rank % 250);
+}
+
 Status CreateGlooDevice(const std::string& hostname, const std::string& iface,
                         std::shared_ptr<gloo::transport::Device>* out) {
   gloo::transport::tcp::attr attr;
