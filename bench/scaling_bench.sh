@@ -19,9 +19,11 @@
 #     halving_doubling), interleaved on the same buffers: the side by side of the
 #     old and the new small-message algorithm in one run; up to $SCALE_GLOO_PEERS_MAX
 #     ranks (default 64) raw Gloo's ring on one packed buffer (gloo_fused) too;
-#   - from 8 ranks, a second run of dprun alone with HVD_NEGOTIATION_TREE_RANKS=0
-#     (every cycle gathered at rank 0, the old path), labelled "gather", right after
-#     the first, for the tree cycle's side by side;
+#   - from 8 ranks, two more runs of dprun alone (--comm dprun) on 1000 x 4 KiB,
+#     back to back: with the tree cycle (labelled "alone") and with
+#     HVD_NEGOTIATION_TREE_RANKS=0 (every cycle gathered at rank 0, the old path,
+#     "gather"): the tree cycle's side by side ($SCALE_NEGOTIATION_ONLY=1 runs only
+#     these);
 # $SCALE_ITERS timed steps per peer (default 5, after 2 warm-up steps), the whole
 # sweep $SCALE_ROUNDS times (default 2; the model takes each point's median: the
 # machine is shared and noisy). Every result is checked on every rank (a wrong one
@@ -84,8 +86,10 @@ for ops in $ops_list; do
     [ "$np" -le "$resnet_max" ] && workloads=small,resnet50
     peers=dprun,ring,halving_doubling
     [ "$np" -le "$peers_max" ] && peers=dprun,gloo_fused,ring,halving_doubling
-    run "$ops" "$np" "" --workload "$workloads" --peers "$peers"
+    [ "${SCALE_NEGOTIATION_ONLY:-0}" = 1 ] ||
+      run "$ops" "$np" "" --workload "$workloads" --peers "$peers"
     if [ "$np" -ge 8 ]; then
+      run "$ops" "$np" alone --workload small --comm dprun
       HVD_NEGOTIATION_TREE_RANKS=0 run "$ops" "$np" gather --workload small --comm dprun
     fi
   done

@@ -29,17 +29,18 @@ explains each term; in short:
   workload at 2 and 4 ranks).
 
   A cluster, a rank per core, links of bandwidth B and one-way latency alpha:
-      T(N) = w0 + T_neg(N) + T_data(N)
+      T(N) = T_neg(N) + T_data(N)
       T_neg(N)  = R(N) (alpha + c)                    tree cycle (this change),
                   R(N) = log2 p (+2 when N is not a power of two, p <= N)
                 = 2 (alpha + c) + 2 (N - 1) c         the gather at rank 0 (before)
-      T_data(N) = steps(N) (alpha + c) + 2 (N - 1) / N S / B (+ 2 S / B to fold)
+      T_data(N) = steps(N) (alpha + c) + [2 (N - 1) / N S / B (+ 2 S / B to fold)] / eta
                   steps(N) = 2 log2 p (+2) halving-doubling, 2 (N - 1) ring, as
                   runtime/transport/allreduce_algorithm.h chooses
-  c (per-message CPU) and w0 are fitted to the netns hosts at 1 Gbit/s, where the
-  link binds (c then holds the netns link's own latency too: an upper bound). On
-  the netns hosts at 10 Gbit/s the hosts share this VM's cores, so there
-  T = max(T(N), N w_gloo(N) / P_eff).
+  c (the cost of a message beyond the link's latency) and eta (the share of the
+  link's rate the data gets) are fitted to the netns hosts at 1 Gbit/s, where the
+  link binds; c then holds the netns link's own latency and this VM's wake-ups
+  too: an upper bound. On the netns hosts at 10 Gbit/s the hosts share this VM's
+  cores, so there T = max(T(N), N w_gloo(N) / P_eff).
 """
 import argparse
 import csv
@@ -49,6 +50,7 @@ import statistics
 import sys
 from collections import defaultdict
 
+MODES = {"tree": "tree, among peers", "alone": "tree, alone", "gather": "gather, alone"}
 SMALL = "1000x4KiB"
 RESNET = "resnet50"
 BYTES = {SMALL: 4096000, RESNET: 102228128}
@@ -119,6 +121,15 @@ def path_of(ops):
     return "gloo" if ops.startswith("gloo") else "shm"
 
 
+def mode_of(ops):
+    """"tree" (dprun among the other peers), "alone" or "gather" (dprun alone, with
+    and without the tree cycle)."""
+    for mode in ("alone", "gather"):
+        if ops.endswith(" " + mode):
+            return mode
+    return "tree"
+
+
 def parse_multihost(paths):
     """(hosts, rate_bits, workload, dprun_ms, gloo_fused_ms) from multihost_bench.sh."""
     out = []
@@ -156,15 +167,15 @@ def handoffs(path, n, nbytes):
 class LocalModel:
     def __init__(self, data):
         self.data = data
-        self.w = {}      # (path, workload, gather) -> (a, b), ms
+        self.w = {}      # (path, workload, mode) -> (a, b), ms
         self.peff = {}   # path -> cores
         self.h = {}      # path -> ms per hand-off
 
-    def points(self, path, wl, gather):
+    def points(self, path, wl, mode):
         """(n, per-rank CPU ms, step ms, ops) of every run of the key."""
         pts = []
         for (n, ops), m in sorted(self.data.items()):
-            if path_of(ops) != path or ops.endswith("gather") != gather:
+            if path_of(ops) != path or mode_of(ops) != mode:
                 continue
             cpu, step = m.get((wl, "job_cpu_ms_per_step")), m.get((wl, "step_ms:dprun"))
             if cpu is not None and step is not None:
@@ -174,10 +185,10 @@ class LocalModel:
     def fit(self):
         for path in ("shm", "gloo"):
             for wl in (SMALL, RESNET):
-                for gather in (False, True):
-                    pts = self.points(path, wl, gather)
+                for mode in ("tree", "alone", "gather"):
+                    pts = self.points(path, wl, mode)
                     if len(pts) >= 2:
-                        self.w[(path, wl, gather)] = lstsq(
+                        self.w[(path, wl, mode)] = lstsq(
                             [[1.0, math.log2(n)] for n, _, _, _ in pts], [w for _, w, _, _ in pts])
             # 1 / P_eff: the slope of T against the ranks' work N w(N), from 8 ranks up.
             rows, ys = [], []
@@ -189,7 +200,8 @@ class LocalModel:
                             ys.append(step)
             if rows:
                 self.peff[path] = 1 / lstsq(rows, ys)[0]
-            # h: what a step at 2 and 4 ranks takes beyond a rank's work, per hand-off.
+            # h: what a step at 2 and 4 ranks takes beyond a rank's work, per hand-off
+            # (the runs there are all "tree": the other modes start at 8 ranks).
             for wl in (SMALL, RESNET):
                 hs = [(step - self.cpu(key, n)) / handoffs(path, n, BYTES[wl])
                       for key in self.w if key[0] == path and key[1] == wl
@@ -207,24 +219,23 @@ class LocalModel:
 
 
 class ClusterModel:
-    def __init__(self, local, multihost, alpha_ms):
-        self.local = local
+    """T(N) = T_neg(N) + steps(N) (alpha + c) + wire(N) / eta, fitted to netns hosts."""
+
+    def __init__(self, multihost, alpha_ms):
         self.alpha = alpha_ms
         self.c = 0.05   # ms per message, until fitted
-        self.w0 = {}    # workload -> ms
-        self.mh = multihost
+        self.eta = 1.0  # the share of the link's rate the data moves at
+        self.fitted = 0
         pts = [(h, bits, wl, ms) for h, bits, wl, ms, _ in multihost if bits <= 1e9]
         if len(pts) >= 3:
-            # T - wire = w0[wl] + messages * c, with each workload's own w0.
-            wls = sorted({wl for _, _, wl, _ in pts})
+            # At 1 Gbit/s the link binds: T = messages * c + wire / eta.
             rows, ys = [], []
             for h, bits, wl, ms in pts:
                 steps, fold = data_steps(h, BYTES[wl])
-                rows.append([1.0 if wl == x else 0.0 for x in wls] + [tree_rounds(h) + steps])
-                ys.append(ms - self.wire(h, BYTES[wl], bits, fold))
-            coef = lstsq(rows, ys)
-            self.w0 = dict(zip(wls, coef[:-1]))
-            self.c = max(coef[-1], 0.0)
+                rows.append([tree_rounds(h) + steps, self.wire(h, BYTES[wl], bits, fold)])
+                ys.append(ms)
+            c, inv_eta = lstsq(rows, ys)
+            self.c, self.eta, self.fitted = max(c, 0.0), 1 / inv_eta, len(pts)
 
     @staticmethod
     def wire(n, nbytes, bits, fold):
@@ -236,8 +247,7 @@ class ClusterModel:
         lam = (self.alpha if alpha is None else alpha) + self.c
         neg = 2 * lam + 2 * (n - 1) * self.c if gather else tree_rounds(n) * lam
         steps, fold = data_steps(n, BYTES[wl])
-        w0 = self.w0.get(wl, 0.0)
-        return w0 + neg + steps * lam + self.wire(n, BYTES[wl], bits, fold), neg
+        return neg + steps * lam + self.wire(n, BYTES[wl], bits, fold) / self.eta, neg
 
 
 def fmt(x):
@@ -262,7 +272,7 @@ def main():
     local = LocalModel(data)
     local.fit()
     mh = parse_multihost(a.multihost)
-    cl = ClusterModel(local, mh, a.alpha_us / 1e3)
+    cl = ClusterModel(mh, a.alpha_us / 1e3)
     out = []
     p = out.append
     if a.machine:
@@ -271,16 +281,16 @@ def main():
     p("Per-rank CPU per step w(N) = a + b log2(N), ms (CPU time, every rank's, summed and divided by N):\n")
     p("| path | workload | negotiation | a | b |")
     p("|---|---|---|---:|---:|")
-    for (path, wl, gather), (ca, cb) in sorted(local.w.items()):
-        p("| %s | %s | %s | %.3f | %.3f |" % (path, wl, "gather" if gather else "tree", ca, cb))
+    for (path, wl, mode), (ca, cb) in sorted(local.w.items()):
+        p("| %s | %s | %s | %.3f | %.3f |" % (path, wl, MODES[mode], ca, cb))
     p("")
     for path in sorted(local.peff):
         p("- %s: P_eff = %.2f of %g cores; h = %s ms per hand-off" % (
             path, local.peff[path], a.cores,
             ", ".join("%.3f (%s)" % (v, k[1]) for k, v in sorted(local.h.items()) if k[0] == path)))
-    p("- cluster: c = %.3f ms per message; w0 %s (fitted to %d netns host points at 1 Gbit/s)" % (
-        cl.c, ", ".join("%s %.2f ms" % kv for kv in sorted(cl.w0.items())) or "-",
-        len([x for x in mh if x[1] <= 1e9])))
+    p("- cluster: c = %.3f ms per message, data at %.0f%% of the link (fitted to %d netns host "
+      "points at 1 Gbit/s; c holds the netns link's latency and this VM's wake-ups too, an "
+      "upper bound)" % (cl.c, 100 * cl.eta, cl.fitted))
     p("")
 
     p("#### This machine: measured and predicted (one host, 2 cores: oversubscribed beyond 2 ranks)\n")
@@ -293,10 +303,10 @@ def main():
             pred = local.step(key, n)
             errors.append((abs(pred / step - 1), key, n))
             m = data[(n, ops)]
-            usage = data.get((n, ops.split(" (")[0] + (" gather" if key[2] else "")), {})
+            usage = data.get((n, ops.split(" (")[0] + ("" if key[2] == "tree" else " " + key[2])), {})
             g = lambda metric, wl="-", src=m: src.get((wl, metric))
             p("| %s | %s | %s | %d | %s | %s | %+.0f%% | %s | %s | %s | %s | %s | %s | %s |" % (
-                key[0], key[1], "gather" if key[2] else "tree", n, fmt(step), fmt(pred),
+                key[0], key[1], MODES[key[2]], n, fmt(step), fmt(pred),
                 100 * (pred / step - 1), fmt(w * n), fmt(g("controller_cpu_us_per_cycle", key[1])),
                 fmt(g("cycles_per_step", key[1])), fmt(g("init_s")), fmt(g("shutdown_s")),
                 fmt(g("dprun_cpu_ms_per_rank_s", src=usage)), fmt(g("dprun_maxrss_mb", src=usage))))
@@ -304,13 +314,44 @@ def main():
     worst = max(errors) if errors else (0, None, 0)
     p("\nLargest error: %.0f%% (%s at %d ranks).\n" % (100 * worst[0], worst[1], worst[2]))
 
+    p("#### The tree cycle against the gather at rank 0 (dprun alone, back to back runs)\n")
+    p("| path | ranks | step ms, tree | step ms, gather | tree / gather | rank 0 controller us/cycle, tree | gather | rank 0's Coordinate us/cycle, tree | gather |")
+    p("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for (n, ops), m in sorted(data.items()):
+        if mode_of(ops) != "alone":
+            continue
+        g = data.get((n, ops[:-len("alone")] + "gather"), {})
+        t, gt = m.get((SMALL, "step_ms:dprun")), g.get((SMALL, "step_ms:dprun"))
+        if t is None or gt is None:
+            continue
+        p("| %s | %d | %s | %s | %.2f | %s | %s | %s | %s |" % (
+            path_of(ops), n, fmt(t), fmt(gt), t / gt,
+            fmt(m.get((SMALL, "controller_cpu_us_per_cycle"))), fmt(g.get((SMALL, "controller_cpu_us_per_cycle"))),
+            fmt(m.get((SMALL, "coordinate_cpu_us_per_cycle"))), fmt(g.get((SMALL, "coordinate_cpu_us_per_cycle")))))
+    p("")
+    p("#### The ring against halving-doubling (dprun's Gloo all-reduce, each forced, in one run)\n")
+    p("| path of the run | workload | ranks | ring ms | halving-doubling ms | halving / ring | auto chooses |")
+    p("|---|---|---:|---:|---:|---:|---|")
+    for (n, ops), m in sorted(data.items()):
+        if mode_of(ops) != "tree":
+            continue
+        for wl in (SMALL, RESNET):
+            r, h = m.get((wl, "step_ms:ring")), m.get((wl, "step_ms:halving_doubling"))
+            if r is None or h is None:
+                continue
+            steps, _ = data_steps(n, BYTES[wl])
+            p("| %s | %s | %d | %s | %s | %.2f | %s |" % (
+                path_of(ops), wl, n, fmt(r), fmt(h), h / r,
+                "ring" if steps == 2 * (n - 1) and n > 2 else "halving-doubling" if n > 2 else "ring (2 ranks)"))
+    p("")
+
     if mh:
         p("#### Netns hosts (bench/multihost_bench.sh, one rank per host): measured and predicted\n")
         p("| hosts | link | workload | measured ms | predicted ms | error | Gloo ring, one buffer, ms |")
         p("|---:|---|---|---:|---:|---:|---:|")
         for hosts, bits, wl, ms, fused in sorted(mh):
             pred, _ = cl.step(hosts, wl, bits, alpha=0.0)
-            key = ("gloo", wl, False)
+            key = ("gloo", wl, "tree")
             if key in local.w and "gloo" in local.peff:  # the hosts share this VM's cores
                 pred = max(pred, hosts * local.cpu(key, hosts) / local.peff["gloo"])
             errors.append((abs(pred / ms - 1), ("hosts", wl, bits), hosts))
@@ -331,15 +372,22 @@ def main():
     p("")
 
     p("#### Targets\n")
-    key = ("shm", SMALL, False)
-    if key in local.w and (128, "default (shm)") in data:
-        w2 = [w for n, w, _, _ in local.points(*key) if n == 2]
-        step128 = data[(128, "default (shm)")].get((SMALL, "step_ms:dprun"))
-        if w2 and step128:
-            ideal = 128 * w2[0] / a.cores
-            p("- 1000 x 4 KiB at 128 local ranks: %s ms; the ideal, 128 ranks' work at its "
-              "2-rank cost (%.2f ms a rank) on all %g cores, %s ms: %.2fx (target 2x)" % (
-                  fmt(step128), w2[0], a.cores, fmt(ideal), step128 / ideal))
+    # The ideal the model gives this machine: the 128 ranks' work (w(128), fitted)
+    # sharing all its cores without loss. Against dprun alone where that was run.
+    for mode, ops in (("alone", "default (shm) alone"), ("tree", "default (shm)")):
+        key = ("shm", SMALL, mode)
+        step128 = data.get((128, ops), {}).get((SMALL, "step_ms:dprun"))
+        if key not in local.w or step128 is None:
+            continue
+        ideal = 128 * local.cpu(key, 128) / a.cores
+        w2 = [w for n, w, _, _ in local.points("shm", SMALL, "tree") if n == 2]
+        p("- 1000 x 4 KiB at 128 local ranks (%s): %s ms; the model's ideal for this machine, "
+          "the 128 ranks' work (%.2f ms a rank) on all %g cores without loss, %s ms: %.2fx "
+          "(target 2x)%s" % (
+              MODES[mode], fmt(step128), local.cpu(key, 128), a.cores, fmt(ideal), step128 / ideal,
+              "; at the 2-rank cost of a rank's work (%.2f ms, its buffers in cache), %s ms: %.1fx" % (
+                  w2[0], fmt(128 * w2[0] / a.cores), step128 / (128 * w2[0] / a.cores)) if w2 else ""))
+        break
     p("- largest prediction error over every measured point: %.0f%% (target 25%%)" % (
         100 * max(errors)[0] if errors else 0))
     t, neg = cl.step(4096, RESNET, 10e9)
@@ -360,7 +408,7 @@ def main():
         fig, ax = plt.subplots(figsize=(8.5, 5.5))
         for key, pts in sorted(plot.items()):
             pts.sort()
-            label = "%s %s%s" % (key[0], key[1], ", gather" if key[2] else "")
+            label = "%s %s, %s" % (key[0], key[1], MODES[key[2]])
             line, = ax.plot([x for x, _, _ in pts], [y for _, y, _ in pts], "o",
                             label=label + ", measured")
             ax.plot([x for x, _, _ in pts], [z for _, _, z in pts], "-", color=line.get_color(),
