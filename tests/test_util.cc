@@ -138,7 +138,7 @@ namespace {
 uint64_t WordOf(int rank, int round, size_t i) {
   const uint64_t h = (static_cast<uint64_t>(rank) * 0x9e3779b97f4a7c15ull) ^
                      (static_cast<uint64_t>(round) << 20) ^ (i * 0xbf58476d1ce4e5b9ull);
-  return (h ^ (h >> 29)) & ((i % 3 == 0) ? ~uint64_t{0} : (uint64_t{1} << (rank % 64 + i % 7)));
+  return (h ^ (h >> 29)) & ((i % 3 == 0) ? ~uint64_t{0} : (uint64_t{1} << ((rank + i) % 64)));
 }
 
 }  // namespace
