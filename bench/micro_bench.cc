@@ -246,8 +246,7 @@ void BM_ControllerCycle(benchmark::State& state) {
   }
   ControllerOptions coordinator = QuietOptions(cache);
   StragglerTracker straggler(ranks);
-  coordinator.on_arrivals = [&straggler](const std::string&, OpType,
-                                         const std::vector<Clock::time_point>& arrivals,
+  coordinator.on_arrivals = [&straggler](const std::string&, OpType, const Arrivals& arrivals,
                                          Clock::time_point, bool) { straggler.Record(arrivals); };
   Controller c(std::make_unique<HubChannel>(&hub, 0), std::move(coordinator));
   const proto::RequestList mine = RequestListOf(0, tensors);

@@ -1,5 +1,7 @@
 #include "controller/controller.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -7,6 +9,23 @@
 
 namespace hvd {
 namespace {
+
+int64_t ThreadCpuNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Adds the calling thread's CPU time from construction to destruction to *total.
+class CpuTimer {
+ public:
+  explicit CpuTimer(int64_t* total) : total_(total), start_(ThreadCpuNanos()) {}
+  ~CpuTimer() { *total_ += ThreadCpuNanos() - start_; }
+
+ private:
+  int64_t* total_;
+  int64_t start_;
+};
 
 std::string RankList(const std::vector<int>& ranks) {
   std::string s;
@@ -51,9 +70,18 @@ Controller::Controller(std::unique_ptr<ControlChannel> channel, ControllerOption
 Status Controller::Cycle(const proto::RequestList& mine, Clock::time_point now,
                          proto::ResponseList* out) {
   ++stats_.cycles;
+  CpuTimer timer(&stats_.cpu_ns);
   proto::RequestList send;
   PrepareRequests(mine, &send);
   if (channel_->SupportsExchange()) return ExchangeCycle(&send, now, out);
+  if (options_.tree_cycle_ranks > 0 && size() >= options_.tree_cycle_ranks &&
+      channel_->SupportsWordAllreduce())
+    return TreeCycle(send, now, out);
+  return GatherCycle(send, now, out);
+}
+
+Status Controller::GatherCycle(const proto::RequestList& send, Clock::time_point now,
+                               proto::ResponseList* out) {
   std::string bytes;
   if (!send.SerializeToString(&bytes)) return Status::Internal("cannot serialize request list");
   std::vector<std::string> all;
@@ -187,6 +215,84 @@ Status Controller::ExchangeCycle(proto::RequestList* send, Clock::time_point now
 
 namespace {
 
+// A tree cycle's flag word: some rank needs the coordinator this cycle.
+constexpr uint64_t kTreeNeedsFullCycle = 1;
+
+}  // namespace
+
+Status Controller::TreeCycle(const proto::RequestList& send, Clock::time_point now,
+                             proto::ResponseList* out) {
+  ++stats_.tree_cycles;
+  // [flags | cache bits (OR: any) | their complements (OR: NOT all) | straggler (max)]
+  const size_t w = cache_.words();
+  tree_words_.assign(2 + 2 * w, 0);
+  const bool full = !OnlyCacheBits(send) || (rank() == 0 && NeedsFullCycle(now));
+  tree_words_[0] = full ? kTreeNeedsFullCycle : 0;
+  bool pending = false;
+  for (size_t i = 0; i < w; ++i) {
+    const uint64_t b = i < static_cast<size_t>(send.cache_bits_size()) ? send.cache_bits(i) : 0;
+    tree_words_[1 + i] = b;
+    tree_words_[1 + w + i] = ~b;
+    pending = pending || b;
+  }
+  // The rank that set a pending bit last: its cycle, then its rank (ties go high).
+  if (pending)
+    tree_words_[1 + 2 * w] = static_cast<uint64_t>(last_new_bit_cycle_) << 32 |
+                             static_cast<uint32_t>(rank());
+  HVD_RETURN_IF_ERROR(channel_->AllreduceWords(&tree_words_, 1 + 2 * w));
+  if (tree_words_[0] & kTreeNeedsFullCycle) return GatherCycle(send, now, out);
+  // Settled alone: the hits are the entries every rank set.
+  proto::ResponseList in;
+  bool any_hit = false;
+  for (size_t i = 0; i < w; ++i) {
+    const uint64_t all = ~tree_words_[1 + w + i];
+    tree_words_[1 + w + i] = all;
+    in.add_cache_hit_bits(all);
+    any_hit = any_hit || all;
+  }
+  if (!any_hit) in.clear_cache_hit_bits();
+  in.set_fusion_threshold(announced_threshold_);
+  if (rank() == 0)
+    RecordTreeCycle(&tree_words_[1], &tree_words_[1 + w], w, tree_words_[1 + 2 * w], now);
+  ++stats_.settled_alone;
+  Finish(in, out);
+  return Status::OK();
+}
+
+void Controller::RecordTreeCycle(const uint64_t* any, const uint64_t* all, size_t words,
+                                 uint64_t straggler, Clock::time_point now) {
+  CpuTimer timer(&stats_.coordinate_cpu_ns);
+  const int last_rank = static_cast<int>(straggler & 0xffffffffu);
+  for (size_t w = 0; w < words; ++w) {
+    // Entries some ranks set and others not yet: since when (NeedsFullCycle sends
+    // those waiting over a second the full path, as CoordinateCache does).
+    for (uint64_t word = any[w] & ~all[w]; word; word &= word - 1)
+      partial_since_.try_emplace(static_cast<uint32_t>(w * 64 + __builtin_ctzll(word)), now);
+    for (uint64_t word = all[w]; word; word &= word - 1) {
+      const uint32_t i = static_cast<uint32_t>(w * 64 + __builtin_ctzll(word));
+      Arrivals a;
+      a.first = a.last = now;
+      auto it = partial_since_.find(i);
+      if (it != partial_since_.end()) {
+        a.first = it->second;
+        a.last_rank = last_rank;
+        partial_since_.erase(it);
+      }
+      if (options_.on_arrivals && cache_.Has(i))
+        options_.on_arrivals(cache_.request(i).name(), static_cast<OpType>(cache_.request(i).type()),
+                             a, now, true);
+    }
+  }
+  // Entries no rank sets any more (dropped, or run): forgotten.
+  for (auto it = partial_since_.begin(); it != partial_since_.end();) {
+    const uint32_t i = it->first;
+    const bool still = i / 64 < words && ((any[i / 64] & ~all[i / 64]) >> (i % 64) & 1);
+    it = still ? std::next(it) : partial_since_.erase(it);
+  }
+}
+
+namespace {
+
 bool Cacheable(const proto::Response& r) {
   switch (r.type()) {
     case proto::RESPONSE_ALLREDUCE:
@@ -232,6 +338,8 @@ void Controller::SendAsCacheBit(uint32_t index) {
   pending_bits_.resize(cache_.words(), 0);
   SetBit(&pending_bits_, index);
   ++stats_.cache_bits;
+  // The bit goes in the next cycle (Cycle counts it on entry).
+  last_new_bit_cycle_ = stats_.cycles + 1;
 }
 
 void Controller::PrepareRequests(const proto::RequestList& mine, proto::RequestList* send) {
@@ -246,6 +354,7 @@ void Controller::PrepareRequests(const proto::RequestList& mine, proto::RequestL
     if (match == ResponseCache::Match::kHit && !TestBit(pending_bits_, index)) {
       SetBit(&pending_bits_, index);
       ++stats_.cache_bits;
+      last_new_bit_cycle_ = stats_.cycles;
       return;
     }
     if (match == ResponseCache::Match::kChanged) SetBit(&invalid, index);
@@ -336,15 +445,20 @@ void Controller::CoordinateCache(const std::vector<proto::RequestList>& lists,
     it = still ? std::next(it) : partial_since_.erase(it);
   }
   if (options_.on_arrivals) {
-    together_.assign(size(), now);
+    // Entries every rank set in this cycle: all at `now`, O(1) each.
+    Arrivals together;
+    together.first = together.last = now;
     for (size_t w = 0; w < words; ++w) {
       for (uint64_t word = all[w] | invalid[w]; word; word &= word - 1) {
         const uint32_t i = static_cast<uint32_t>(w * 64 + __builtin_ctzll(word));
         const bool tracked = TestBit(arrival_bits_, i);
-        if ((all[w] >> (i % 64)) & 1)
+        if ((all[w] >> (i % 64)) & 1) {
+          Arrivals each;
+          if (tracked) each.each = &bit_arrivals_[i];
           options_.on_arrivals(cache_.request(i).name(),
                                static_cast<OpType>(cache_.request(i).type()),
-                               tracked ? bit_arrivals_[i] : together_, now, true);
+                               tracked ? each : together, now, true);
+        }
         if (tracked) ClearBit(&arrival_bits_, i);
       }
     }
@@ -450,6 +564,7 @@ const Controller::HitPlan& Controller::PlanForHits(
 
 void Controller::Coordinate(const std::vector<proto::RequestList>& lists, Clock::time_point now,
                             proto::ResponseList* out) {
+  CpuTimer timer(&stats_.coordinate_cpu_ns);
   // A rank's own failure ends the job everywhere; the first rank's report wins.
   for (int r = 0; r < size(); ++r) {
     if (lists[r].error_code() != 0) {
@@ -478,7 +593,9 @@ void Controller::Coordinate(const std::vector<proto::RequestList>& lists, Clock:
     }
     if (options_.on_arrivals) {
       const auto& a = table_.last_arrival();
-      options_.on_arrivals(name, a.op, a.arrivals, now, false);
+      Arrivals each;
+      each.each = &a.arrivals;
+      options_.on_arrivals(name, a.op, each, now, false);
     }
     if (resp.type() == proto::RESPONSE_JOIN) {
       joined_.clear();

@@ -27,6 +27,7 @@
 #include "controller/messages.pb.h"
 #include "controller/negotiation.h"
 #include "controller/response_cache.h"
+#include "controller/straggler.h"
 #include "runtime/common/control_channel.h"
 #include "runtime/common/status.h"
 #include "runtime/common/types.h"
@@ -53,13 +54,16 @@ struct ControllerOptions {
   // Called on the coordinator for each tensor when its last rank submitted it.
   std::function<void(const std::string& name, int last_rank, Clock::duration lag)> on_ready;
   // Called on the coordinator for each tensor that became ready, on the full path
-  // or from the cache, with its collective, when each rank submitted it
-  // (time_point{} for a rank that had joined) and when it became ready. Feeds the
-  // straggler report and the timeline.
-  std::function<void(const std::string& name, OpType op,
-                     const std::vector<Clock::time_point>& arrivals, Clock::time_point ready,
-                     bool cached)>
+  // or from the cache, with its collective, when the ranks submitted it (each
+  // rank's time where the coordinator saw each rank's request, else the summary:
+  // straggler.h's Arrivals) and when it became ready. Feeds the straggler report
+  // and the timeline.
+  std::function<void(const std::string& name, OpType op, const Arrivals& arrivals,
+                     Clock::time_point ready, bool cached)>
       on_arrivals;
+  // Communicators of at least this many ranks, over a channel with a word
+  // all-reduce, run each cycle as a tree cycle (see Cycle); 0: never.
+  int tree_cycle_ranks = 8;
 };
 
 class Controller {
@@ -67,6 +71,17 @@ class Controller {
   Controller(std::unique_ptr<ControlChannel> channel, ControllerOptions options);
 
   // One negotiation cycle. `now` comes from the caller's clock.
+  //
+  // At options.tree_cycle_ranks ranks or more (a channel with SupportsWordAllreduce)
+  // the cycle is a *tree cycle*: one ControlChannel::AllreduceWords of a flag word
+  // (some rank has full requests, a shutdown or an error to send, or the coordinator
+  // needs a full cycle: NeedsFullCycle), the ranks' cache bits OR-ed and AND-ed (as
+  // the OR of their complements) and a straggler word (max). When no flag is set,
+  // every rank settles the cycle alone: the hits are the AND, fused with the last
+  // announced threshold, which is what the coordinator would answer; the
+  // coordinator keeps its records (entries some ranks set, arrivals) from the OR
+  // and the AND. Nothing in such a cycle is linear in the number of ranks at any
+  // rank. Otherwise the Gather and Broadcast follow, as below 8 ranks.
   Status Cycle(const proto::RequestList& mine, Clock::time_point now, proto::ResponseList* out);
 
   // The cache's fast path, before a request is built (a step's 1000 cached
@@ -95,7 +110,14 @@ class Controller {
     int64_t responses = 0;      // responses this rank was given to execute
     int64_t max_fused = 0;      // the most tensors one of them held
     int64_t hit_plans = 0;      // fusion plans built for cache hits (a repeated step reuses one)
-    int64_t settled_alone = 0;  // two ranks: cycles each rank settled from the exchanged lists
+    // Cycles each rank settled alone: from the exchanged lists at two ranks, from
+    // the word all-reduce in a tree cycle.
+    int64_t settled_alone = 0;
+    int64_t tree_cycles = 0;  // tree cycles, settled alone or not
+    // CPU time of the calling thread inside Cycle (waits that spin count, sleeps do
+    // not), and the coordinator's part of it in Coordinate.
+    int64_t cpu_ns = 0;
+    int64_t coordinate_cpu_ns = 0;
   };
   const Stats& stats() const { return stats_; }
 
@@ -114,8 +136,20 @@ class Controller {
   // settles the hits itself (the same ones, as the coordinator would); otherwise
   // rank 0 coordinates and its responses cross in a second trip.
   Status ExchangeCycle(proto::RequestList* send, Clock::time_point now, proto::ResponseList* out);
-  // Rank 0 at two ranks: whether this cycle needs the coordinator's responses
-  // (see RequestList.full_cycle).
+  // The Gather, Coordinate and Broadcast of a cycle, with this rank's list `send`.
+  Status GatherCycle(const proto::RequestList& send, Clock::time_point now,
+                     proto::ResponseList* out);
+  // A tree cycle (see Cycle).
+  Status TreeCycle(const proto::RequestList& send, Clock::time_point now,
+                   proto::ResponseList* out);
+  // The coordinator's records of a tree cycle settled alone, from the OR (`any`) and
+  // AND (`all`) of the ranks' cache bits: entries some ranks set (for
+  // NeedsFullCycle), and arrivals of the hits (the straggler word names the rank
+  // that set its latest bit in the latest cycle).
+  void RecordTreeCycle(const uint64_t* any, const uint64_t* all, size_t words,
+                       uint64_t straggler, Clock::time_point now);
+  // Rank 0 at two ranks, and in a tree cycle: whether this cycle needs the
+  // coordinator's responses (see RequestList.full_cycle).
   bool NeedsFullCycle(Clock::time_point now) const;
   // Applies `in`, the response list every rank runs this cycle, into `out`, and
   // counts it.
@@ -149,7 +183,10 @@ class Controller {
   // in arrival_bits_ (an entry's vector stays allocated for reuse).
   std::vector<std::vector<Clock::time_point>> bit_arrivals_;
   std::vector<uint64_t> arrival_bits_;
-  std::vector<Clock::time_point> together_;  // every rank at this cycle's `now`
+  // The cycle in which this rank last sent a cache bit for the first time (the
+  // straggler word of a tree cycle), and the word all-reduce's buffer.
+  int64_t last_new_bit_cycle_ = 0;
+  std::vector<uint64_t> tree_words_;
   // Fused plans of recent cycles' cache hits, each with what it was built from: a
   // step that hits the same entries as one of these, with the cache and the
   // threshold unchanged, reuses its plan. Several, since a training step's

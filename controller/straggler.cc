@@ -16,12 +16,24 @@ void StragglerTracker::Record(const std::vector<Clock::time_point>& arrivals) {
       last_rank = static_cast<int>(r);
     }
   }
+  RecordLast(last_rank, first, last);
+}
+
+void StragglerTracker::Record(const Arrivals& a) {
+  if (a.each != nullptr) {
+    Record(*a.each);
+    return;
+  }
+  RecordLast(a.last_rank, a.first, a.last);
+}
+
+void StragglerTracker::RecordLast(int last_rank, Clock::time_point first, Clock::time_point last) {
   // Most tensors arrive from every rank in the same cycle: those only count,
   // without the lock (the coordinator records a step's 1000 tensors per cycle).
   // One thread records, so a plain load and store count: a locked add per
   // tensor was most of Record's cost in a cached cycle.
   tensors_.store(tensors_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  if (last_rank < 0 || last == first) return;
+  if (last_rank < 0 || last_rank >= static_cast<int>(per_rank_.size()) || last <= first) return;
   std::lock_guard<std::mutex> lock(mu_);
   ++straggled_;
   PerRank& p = per_rank_[last_rank];

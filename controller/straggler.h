@@ -17,6 +17,22 @@
 
 namespace hvd {
 
+// When a negotiated tensor's submissions reached the coordinator (Controller's
+// on_arrivals hook).
+struct Arrivals {
+  using Clock = std::chrono::steady_clock;
+  // When each rank submitted it (time_point{} for a rank that had joined), when the
+  // coordinator saw each rank's request; null when it knows only the summary below
+  // (cached tensors of a cycle settled by word all-reduce, and tensors every rank
+  // submitted in one cycle), so that a cached cycle costs it O(1) per tensor, not
+  // O(ranks).
+  const std::vector<Clock::time_point>* each = nullptr;
+  // Without `each`: the first and the last submission, and who made the last (-1:
+  // every rank came in the same cycle, nobody held the tensor back).
+  Clock::time_point first{}, last{};
+  int last_rank = -1;
+};
+
 class StragglerTracker {
  public:
   using Clock = std::chrono::steady_clock;
@@ -26,6 +42,8 @@ class StragglerTracker {
   // `arrivals[r]` is when rank r submitted the tensor (time_point{} for a rank that
   // had joined and did not submit).
   void Record(const std::vector<Clock::time_point>& arrivals);
+  // The same from `a` (its `each` if given).
+  void Record(const Arrivals& a);
 
   struct RankStats {
     int64_t times_last = 0;
@@ -47,6 +65,8 @@ class StragglerTracker {
     std::vector<float> recent_ms;  // the last kWindow lags, for the p95
     size_t next = 0;
   };
+  // Counts a tensor; when `last_rank` held it back by `last - first`, records that.
+  void RecordLast(int last_rank, Clock::time_point first, Clock::time_point last);
   static constexpr size_t kWindow = 4096;
   mutable std::mutex mu_;
   std::vector<PerRank> per_rank_;

@@ -132,5 +132,34 @@ std::vector<double> Decode(const std::vector<uint8_t>& bytes, DataType dtype) {
   return out;
 }
 
+namespace {
+
+// Rank r's word i in round `round`: a few bits for the OR, a spread for the max.
+uint64_t WordOf(int rank, int round, size_t i) {
+  const uint64_t h = (static_cast<uint64_t>(rank) * 0x9e3779b97f4a7c15ull) ^
+                     (static_cast<uint64_t>(round) << 20) ^ (i * 0xbf58476d1ce4e5b9ull);
+  return (h ^ (h >> 29)) & ((i % 3 == 0) ? ~uint64_t{0} : (uint64_t{1} << ((rank + i) % 64)));
+}
+
+}  // namespace
+
+std::string WordAllreduceRound(ControlChannel& ch, int round, size_t n, size_t or_words) {
+  std::vector<uint64_t> words(n), expected(n, 0);
+  for (size_t i = 0; i < n; ++i) words[i] = WordOf(ch.rank(), round, i);
+  for (int r = 0; r < ch.size(); ++r) {
+    std::vector<uint64_t> theirs(n);
+    for (size_t i = 0; i < n; ++i) theirs[i] = WordOf(r, round, i);
+    CombineWords(theirs.data(), n, or_words, expected.data());
+  }
+  const Status s = ch.AllreduceWords(&words, or_words);
+  if (!s.ok()) return "rank " + std::to_string(ch.rank()) + ": " + s.ToString();
+  for (size_t i = 0; i < n; ++i)
+    if (words[i] != expected[i])
+      return "rank " + std::to_string(ch.rank()) + " round " + std::to_string(round) + ": word " +
+             std::to_string(i) + " of " + std::to_string(n) + " is " + std::to_string(words[i]) +
+             ", expected " + std::to_string(expected[i]);
+  return "";
+}
+
 }  // namespace testing
 }  // namespace hvd

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "controller/loop/runtime.h"
+#include "runtime/common/control_channel.h"
 #include "runtime/common/options.h"
 #include "runtime/data/work.h"
 #include "tests/job_runner.h"  // RunCommand, for the tests that run a command.
@@ -40,6 +41,11 @@ std::vector<double> RankData(int rank, int64_t count, uint32_t seed);
 std::vector<uint8_t> RankInput(int rank, int64_t count, DataType dtype, uint32_t seed);
 std::vector<uint8_t> RankOrderReduction(int size, int64_t count, DataType dtype, ReduceOp op,
                                         uint32_t seed);
+
+// One ControlChannel::AllreduceWords of `n` words on `ch` in round `round` (the
+// first `or_words` OR-ed, the rest max-ed), each rank's words from its rank, the
+// round and the index; returns "" or what differs from the reference.
+std::string WordAllreduceRound(ControlChannel& ch, int round, size_t n, size_t or_words);
 
 // Encodes doubles as `dtype` elements, and back.
 std::vector<uint8_t> Encode(const std::vector<double>& v, DataType dtype);

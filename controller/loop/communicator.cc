@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <utility>
 
 #include "runtime/common/job_keys.h"
@@ -42,7 +43,8 @@ Status CommunicatorFactory::Create(const RuntimeOptions& options, std::shared_pt
   std::unique_ptr<CommunicatorFactory> f(
       new CommunicatorFactory(options, std::move(store), straggler, timeline));
   f->interrupt_ = std::move(interrupt);
-  HVD_RETURN_IF_ERROR(CreateGlooDevice(options.gloo_hostname, options.gloo_iface, &f->device_));
+  HVD_RETURN_IF_ERROR(CreateGlooDevice(GlooBindHostname(options.gloo_hostname, options.local_rank),
+                                       options.gloo_iface, &f->device_));
   // Which ranks share a host decides each communicator's host plane (host_plane.h).
   if (options.size > 1 && options.cpu_operations != "gloo")
     HVD_RETURN_IF_ERROR(ExchangeHostInfo(f->store_.get(), options.rank, options.size,
@@ -72,6 +74,8 @@ Status CommunicatorFactory::Connect(int id, const std::vector<int>& ranks,
   hopts.size = comm->size;
   hopts.timeout = options_.timeout;
   hopts.interrupt = interrupt_;
+  HVD_RETURN_IF_ERROR(
+      ParseAllreduceAlgorithmMode(options_.allreduce_algorithm, &hopts.allreduce_algorithm.mode));
   hopts.hierarchy = options_.hierarchical_allreduce == "1"   ? HierarchyChoice::Mode::kHierarchical
                    : options_.hierarchical_allreduce == "0" ? HierarchyChoice::Mode::kFlat
                                                             : HierarchyChoice::Mode::kAuto;
@@ -97,6 +101,8 @@ Status CommunicatorFactory::Connect(int id, const std::vector<int>& ranks,
   copts.autotune_window = options_.autotune_window;
   copts.stall_check = options_.stall_check;
   copts.stall_shutdown = options_.stall_shutdown;
+  copts.tree_cycle_ranks = static_cast<int>(
+      std::min<int64_t>(options_.negotiation_tree_ranks, std::numeric_limits<int>::max()));
   Executor::PhaseHook on_phase;
   // The coordinator keeps the straggler report and may write a timeline, which
   // can start at any time (StartTimeline): its hooks are always installed there.
@@ -142,7 +148,7 @@ void CommunicatorFactory::InstallHooks(Communicator* comm, ControllerOptions* co
   StragglerTracker* straggler = straggler_;
   const ActiveTimeline* timeline = timeline_;
   copts->on_arrivals = [comm, straggler, timeline](const std::string& name, OpType op,
-                                                   const std::vector<Clock::time_point>& arrivals,
+                                                   const Arrivals& arrivals,
                                                    Clock::time_point ready, bool cached) {
     if (comm->id == 0 && straggler) straggler->Record(arrivals);
     if (auto current = timeline->Current()) {

@@ -1,5 +1,6 @@
 #include "controller/loop/timeline.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 
@@ -94,12 +95,15 @@ int Timeline::Row(const std::string& name) {
   return row;
 }
 
-void Timeline::Negotiated(const std::string& name, OpType op,
-                          const std::vector<Clock::time_point>& arrivals, Clock::time_point ready,
-                          bool cached) {
+void Timeline::Negotiated(const std::string& name, OpType op, const Arrivals& a,
+                          Clock::time_point ready, bool cached) {
   Clock::time_point first = ready;
-  for (const auto& t : arrivals)
-    if (t != Clock::time_point{} && t < first) first = t;
+  if (a.each != nullptr) {
+    for (const auto& t : *a.each)
+      if (t != Clock::time_point{} && t < first) first = t;
+  } else if (a.first != Clock::time_point{}) {
+    first = std::min(first, a.first);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (closing_) return;
   const std::string head = "\"pid\": " + std::to_string(rank_) + ", \"tid\": " + std::to_string(Row(name));
@@ -108,10 +112,15 @@ void Timeline::Negotiated(const std::string& name, OpType op,
   buffer_ += "{\"name\": \"" + phase + "\", \"ph\": \"X\", " + head + ", \"ts\": " +
              std::to_string(Micros(first)) + ", \"dur\": " + std::to_string(Micros(ready) - Micros(first)) +
              ", \"args\": {\"cached\": " + (cached ? "true" : "false") + "}},\n";
-  for (size_t r = 0; r < arrivals.size(); ++r) {
-    if (arrivals[r] == Clock::time_point{}) continue;
+  auto mark = [&](size_t r, Clock::time_point t) {
     buffer_ += "{\"name\": \"rank " + std::to_string(r) + " ready\", \"ph\": \"i\", \"s\": \"t\", " + head +
-               ", \"ts\": " + std::to_string(Micros(arrivals[r])) + "},\n";
+               ", \"ts\": " + std::to_string(Micros(t)) + "},\n";
+  };
+  if (a.each != nullptr) {
+    for (size_t r = 0; r < a.each->size(); ++r)
+      if ((*a.each)[r] != Clock::time_point{}) mark(r, (*a.each)[r]);
+  } else if (a.last_rank >= 0) {  // only the last rank's time is known
+    mark(static_cast<size_t>(a.last_rank), a.last);
   }
 }
 

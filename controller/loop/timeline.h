@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "controller/straggler.h"
 #include "runtime/common/status.h"
 #include "runtime/common/types.h"
 
@@ -41,10 +42,10 @@ class Timeline {
   ~Timeline();
 
   // NEGOTIATE_<OP> (Horovod's name, e.g. NEGOTIATE_ALLREDUCE) from the first
-  // arrival to `ready`, and a "rank <r> ready" mark per arrival.
-  void Negotiated(const std::string& name, OpType op,
-                  const std::vector<Clock::time_point>& arrivals, Clock::time_point ready,
-                  bool cached);
+  // arrival to `ready`, and a "rank <r> ready" mark per arrival (with only the
+  // summary of the arrivals, the last rank's mark).
+  void Negotiated(const std::string& name, OpType op, const Arrivals& arrivals,
+                  Clock::time_point ready, bool cached);
   // A span [begin, end) named `phase` on `name`'s row.
   void Span(const std::string& name, const char* phase, Clock::time_point begin,
             Clock::time_point end);

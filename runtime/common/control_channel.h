@@ -13,6 +13,7 @@
 #define HVD_RUNTIME_COMMON_CONTROL_CHANNEL_H_
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,17 @@ class ControlChannel {
     return Status::Internal("this control channel has no Exchange");
   }
 
+  // Every rank's `words` combined element by element, the result on every rank:
+  // words [0, or_words) by bitwise OR, the rest by unsigned maximum (so a bitwise
+  // AND travels as the OR of complements). Every rank passes as many words, and
+  // or_words <= words->size(). Collective like the others; a failure names the
+  // peer. Where SupportsWordAllreduce(), it takes O(log size) steps with O(1)
+  // messages at each rank (a tree or recursive doubling, no rank talking to every
+  // other); the default goes through the root, a Gather and a Broadcast. The
+  // result is exact, so every rank holds the same words.
+  virtual bool SupportsWordAllreduce() const { return false; }
+  virtual Status AllreduceWords(std::vector<uint64_t>* words, size_t or_words);
+
   // Peers this rank has lost contact with (their connection closed), ascending.
   virtual std::vector<int> lost_peers() const { return {}; }
 
@@ -55,6 +67,10 @@ class ControlChannel {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 };
+
+// Combines `in` into `acc` as AllreduceWords does (OR below or_words, max above).
+// Both hold the same number of words.
+void CombineWords(const uint64_t* in, size_t n, size_t or_words, uint64_t* acc);
 
 }  // namespace hvd
 

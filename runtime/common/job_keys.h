@@ -17,7 +17,8 @@
 //   earlier one's keys:
 //     hvd_launch/local_rank/<rank>, hvd_launch/local_ranks   cross ranks worked out
 //                            from the launcher's local ranks (controller/loop/launch_env.h)
-//     host/<rank>            where each rank runs (runtime/transport/host_plane.h)
+//     host/tree/<rank>, host/all   where each rank runs: each rank's subtree of
+//                            records, then all of them (runtime/transport/host_plane.h)
 //     alive/<rank>           each rank's heartbeat counter
 //     abort/count, abort/reason   the first failure, agreed by every rank
 //     global/, ps<id>/       each communicator's own keys (CommunicatorScope); under
@@ -62,7 +63,8 @@ inline std::string InitScope(const std::string& job_id, int generation) {
 }
 inline std::string LaunchLocalRank(int rank) { return "hvd_launch/local_rank/" + std::to_string(rank); }
 constexpr char kLaunchLocalRanks[] = "hvd_launch/local_ranks";
-inline std::string HostInfo(int rank) { return "host/" + std::to_string(rank); }
+inline std::string HostInfoTree(int rank) { return "host/tree/" + std::to_string(rank); }
+constexpr char kHostInfoAll[] = "host/all";
 inline std::string Alive(int rank) { return "alive/" + std::to_string(rank); }
 constexpr char kAbortCount[] = "abort/count";
 constexpr char kAbortReason[] = "abort/reason";

@@ -204,11 +204,15 @@ Status RuntimeOptions::FromEnv(RuntimeOptions* out, const GetEnv& getenv_fn) {
       ParseInt(env, {"HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD"}, 0, &o.fusion_threshold));
   HVD_RETURN_IF_ERROR(ParseIntIn(env, {"HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY"}, 0,
                                  RuntimeOptions::kMaxCacheCapacity, &o.cache_capacity));
+  HVD_RETURN_IF_ERROR(
+      ParseInt(env, {"HVD_NEGOTIATION_TREE_RANKS"}, 0, &o.negotiation_tree_ranks));
 
   HVD_RETURN_IF_ERROR(ParseChoice(env, {"HVD_GPU_OPERATIONS", "HOROVOD_GPU_OPERATIONS"},
                                   {"nccl", "gloo"}, &o.gpu_operations));
   HVD_RETURN_IF_ERROR(ParseChoice(env, {"HVD_CPU_OPERATIONS", "HOROVOD_CPU_OPERATIONS"},
                                   {"auto", "shm", "gloo"}, &o.cpu_operations));
+  HVD_RETURN_IF_ERROR(ParseChoice(env, {"HVD_ALLREDUCE_ALGORITHM"},
+                                  {"auto", "ring", "halving_doubling"}, &o.allreduce_algorithm));
   HVD_RETURN_IF_ERROR(
       ParseChoice(env, {"HVD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE"},
                   {"auto", "1", "0", "true", "false", "yes", "no"}, &o.hierarchical_allreduce));

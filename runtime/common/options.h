@@ -48,6 +48,11 @@ struct RuntimeOptions {
   // allocated up front).
   int64_t cache_capacity = 1024;
   static constexpr int64_t kMaxCacheCapacity = 1 << 16;
+  // HVD_NEGOTIATION_TREE_RANKS: communicators of at least this many ranks settle a
+  // cycle of cached tensors by one word all-reduce of the cache bits (O(log n)
+  // steps, every rank settling it alone) instead of the coordinator's Gather and
+  // Broadcast; 0: never (docs/protocol.md, "Many ranks").
+  int64_t negotiation_tree_ranks = 8;
   bool autotune = false;                       // HVD_AUTOTUNE=1, HOROVOD_AUTOTUNE: tune the two above online
   std::string autotune_log;                    // HVD_AUTOTUNE_LOG (CSV), HOROVOD_AUTOTUNE_LOG
   std::chrono::milliseconds autotune_window{1000};  // HVD_AUTOTUNE_WINDOW (s): one score's window
@@ -68,6 +73,11 @@ struct RuntimeOptions {
   // faster for its size on the first calls (runtime/transport/hierarchy_choice.h);
   // "1" always hierarchically, "0" always flat.
   std::string hierarchical_allreduce = "auto";  // HVD_HIERARCHICAL_ALLREDUCE=auto|1|0, HOROVOD_...
+  // HVD_ALLREDUCE_ALGORITHM=auto|ring|halving_doubling: the Gloo all-reduce; auto
+  // runs recursive halving-doubling where the ring's 2(n-1) step latencies would
+  // outweigh its bytes (small messages at many ranks), the ring otherwise
+  // (runtime/transport/allreduce_algorithm.h).
+  std::string allreduce_algorithm = "auto";
   // Ranks share memory when their host ids are equal. Empty (the default): the
   // kernel's boot id plus the device of /dev/shm, so separate machines and
   // containers with private /dev/shm never match. Set to group ranks by hand.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 
 #include "runtime/transport/gloo/gloo_backend.h"
@@ -50,28 +51,68 @@ HostInfo LocalHostInfo(const std::string& id_override) {
   return info;
 }
 
+namespace {
+
+// Ranks gather their subtrees' host records up a tree of this fan-out.
+constexpr int kHostTreeFanOut = 16;
+
+// "<rank> <shm_free> <id>\n" (a newline in an HVD_HOST_ID becomes a space).
+std::string HostRecord(int rank, const HostInfo& h) {
+  std::string id = h.id;
+  std::replace(id.begin(), id.end(), '\n', ' ');
+  return std::to_string(rank) + " " + std::to_string(h.shm_free) + " " + id + "\n";
+}
+
+}  // namespace
+
 Status ExchangeHostInfo(Store* store, int rank, int size, const HostInfo& mine,
                         std::chrono::milliseconds timeout, std::vector<HostInfo>* all) {
-  HVD_RETURN_IF_ERROR(
-      store->Set(keys::HostInfo(rank), std::to_string(mine.shm_free) + " " + mine.id));
-  all->assign(size, HostInfo());
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (int r = 0; r < size; ++r) {
-    const auto left = std::max(std::chrono::milliseconds(0),
-                               std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   deadline - std::chrono::steady_clock::now()));
-    std::string v;
-    Status s = store->Get(keys::HostInfo(r), left, &v);
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now()));
+  };
+  // Up the tree: this rank's record, then each child's subtree, then on to the
+  // parent (rank 0: to everyone). O(fan-out) store calls at every rank.
+  std::string records = HostRecord(rank, mine);
+  const int last_child = std::min(size - 1, rank * kHostTreeFanOut + kHostTreeFanOut);
+  for (int c = rank * kHostTreeFanOut + 1; c <= last_child; ++c) {
+    std::string sub;
+    Status s = store->Get(keys::HostInfoTree(c), left(), &sub);
     if (!s.ok())
-      return s.Prepend("rank " + std::to_string(rank) + " waiting for rank " + std::to_string(r) +
-                       " to say which host it is on");
-    const size_t sp = v.find(' ');
-    if (sp == std::string::npos)
-      return Status::Internal("malformed host record from rank " + std::to_string(r) + ": '" + v +
-                              "'");
-    (*all)[r].shm_free = std::strtoll(v.substr(0, sp).c_str(), nullptr, 10);
-    (*all)[r].id = v.substr(sp + 1);
+      return s.Prepend("rank " + std::to_string(rank) + " waiting for rank " + std::to_string(c) +
+                       " to say which host it is on (with the ranks it gathers)");
+    records += sub;
   }
+  if (rank != 0) {
+    HVD_RETURN_IF_ERROR(store->Set(keys::HostInfoTree(rank), records));
+    Status s = store->Get(keys::kHostInfoAll, left(), &records);
+    if (!s.ok())
+      return s.Prepend("rank " + std::to_string(rank) +
+                       " waiting for rank 0 to say which host every rank is on");
+  } else {
+    HVD_RETURN_IF_ERROR(store->Set(keys::kHostInfoAll, records));
+  }
+  all->assign(size, HostInfo());
+  std::vector<bool> seen(size, false);
+  size_t pos = 0;
+  while (pos < records.size()) {
+    const size_t end = std::min(records.find('\n', pos), records.size());
+    const std::string line = records.substr(pos, end - pos);
+    pos = end + 1;
+    const size_t a = line.find(' '), b = a == std::string::npos ? a : line.find(' ', a + 1);
+    const int r = b == std::string::npos ? -1 : std::atoi(line.substr(0, a).c_str());
+    if (r < 0 || r >= size || seen[r])
+      return Status::Internal("malformed host record '" + line + "' (job of " +
+                              std::to_string(size) + " ranks)");
+    seen[r] = true;
+    (*all)[r].shm_free = std::strtoll(line.substr(a + 1, b - a - 1).c_str(), nullptr, 10);
+    (*all)[r].id = line.substr(b + 1);
+  }
+  for (int r = 0; r < size; ++r)
+    if (!seen[r])
+      return Status::Internal("the host records gathered by rank 0 miss rank " + std::to_string(r));
   return Status::OK();
 }
 
@@ -165,7 +206,7 @@ Status ConnectHostPlane(const HostPlaneOptions& opts, HostPlane* out) {
   std::shared_ptr<gloo::Context> flat;
   HVD_RETURN_IF_ERROR(gloo("", opts.rank, size, &flat));
   out->channel = NewGlooControlChannel(flat, opts.timeout);
-  auto flat_backend = std::make_unique<GlooBackend>(flat);
+  auto flat_backend = std::make_unique<GlooBackend>(flat, PieceRingOptions(), opts.allreduce_algorithm);
   if (opts.path == HostPath::kGloo) {
     out->backend = std::move(flat_backend);
     return Status::OK();
@@ -177,7 +218,9 @@ Status ConnectHostPlane(const HostPlaneOptions& opts, HostPlane* out) {
   std::shared_ptr<gloo::Context> cross;
   HVD_RETURN_IF_ERROR(gloo("cross" + std::to_string(local) + "/", host, p.hosts(), &cross));
   out->backend = std::make_unique<HierarchicalBackend>(
-      std::move(local_backend), std::make_unique<GlooBackend>(cross), std::move(flat_backend),
+      std::move(local_backend),
+      std::make_unique<GlooBackend>(cross, PieceRingOptions(), opts.allreduce_algorithm),
+      std::move(flat_backend),
       opts.hierarchy);
   return Status::OK();
 }

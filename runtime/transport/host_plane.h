@@ -28,6 +28,7 @@
 #include "runtime/common/backend.h"
 #include "runtime/common/control_channel.h"
 #include "runtime/store/store.h"
+#include "runtime/transport/allreduce_algorithm.h"
 #include "runtime/transport/hierarchy_choice.h"
 
 namespace hvd {
@@ -42,6 +43,10 @@ struct HostInfo {
 HostInfo LocalHostInfo(const std::string& id_override);
 
 // Publishes `mine` and reads every rank's, in rank order. Bounded by `timeout`.
+// The records go up a tree of fan-out 16 in the store (each rank reads its
+// children's subtrees and publishes its own, rank 0 publishes them all, and every
+// rank reads that once): a few store calls at each rank, where reading every
+// rank's record was size calls at each, size^2 at the store.
 Status ExchangeHostInfo(Store* store, int rank, int size, const HostInfo& mine,
                         std::chrono::milliseconds timeout, std::vector<HostInfo>* all);
 
@@ -78,6 +83,8 @@ struct HostPlaneOptions {
   HostPath path = HostPath::kGloo;
   // kHierarchical: which all-reduce each size runs (HierarchyChoice).
   HierarchyChoice::Mode hierarchy = HierarchyChoice::Mode::kAuto;
+  // The Gloo backends' ring or halving-doubling choice (allreduce_algorithm.h).
+  AllreduceAlgorithmOptions allreduce_algorithm;
   std::chrono::milliseconds timeout{30000};
   // Polled while the shared-memory segments wait for every rank to map them
   // (ShmMembership::interrupt). May be empty.

@@ -195,7 +195,7 @@ void FuzzCoordinator(Reader& in) {
   opts.stall_shutdown = milliseconds(stall & 2 ? 300 : 0);
   opts.log = [](const std::string&) {};
   opts.on_ready = [](const std::string&, int, hvd::Clock::duration) {};
-  opts.on_arrivals = [](const std::string&, hvd::OpType, const std::vector<hvd::Clock::time_point>&,
+  opts.on_arrivals = [](const std::string&, hvd::OpType, const hvd::Arrivals&,
                         hvd::Clock::time_point, bool) {};
   auto channel = std::make_unique<FakeChannel>(size);
   FakeChannel* peers = channel.get();

@@ -12,6 +12,7 @@
 
 #include "runtime/store/store.h"
 #include "runtime/transport/gloo/gloo_backend.h"
+#include "tests/test_util.h"
 
 namespace hvd {
 namespace {
@@ -132,6 +133,36 @@ TEST(GlooControlChannel, ExchangesOfEverySizeCrossInOrder) {
     });
   }
   for (auto& t : threads) t.join();
+}
+
+// Word all-reduces by recursive doubling at 1..9 ranks (powers of two and not),
+// between Gather and Broadcast rounds whose receives are posted a call ahead: the
+// word messages take slots of their own, so neither lands in the other's buffer.
+TEST(GlooControlChannel, WordAllreducesBetweenRounds) {
+  for (int size = 1; size <= 9; ++size) {
+    auto store = NewInMemoryStore();
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size; ++r) {
+      threads.emplace_back([&, r] {
+        std::unique_ptr<ControlChannel> ch;
+        ASSERT_NO_FATAL_FAILURE(Connect(store, r, size, &ch));
+        EXPECT_TRUE(ch->SupportsWordAllreduce());
+        for (int round = 0; round < 30; ++round) {
+          const size_t n = 1 + (round * 37) % 300;
+          ASSERT_EQ(testing::WordAllreduceRound(*ch, round, n, n * (round % 3) / 2), "") << "size " << size;
+          std::vector<std::string> all;
+          ASSERT_TRUE(ch->Gather(Message("g", round, 20 + r), &all).ok());
+          if (r == 0) {
+            for (int p = 0; p < size; ++p) ASSERT_EQ(all[p], Message("g", round, 20 + p));
+          }
+          std::string msg = r == 0 ? Message("b", round, 1500) : "";
+          ASSERT_TRUE(ch->Broadcast(&msg).ok());
+          ASSERT_EQ(msg, Message("b", round, 1500));
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
 }
 
 TEST(GlooControlChannel, TheRootNamesAWorkerThatLeftBeforeTheRound) {

@@ -18,6 +18,7 @@
 
 #include "runtime/kernels/reduce_kernels.h"
 #include "runtime/store/store.h"
+#include "tests/multirank/gloo_backends.h"
 #include "tests/test_util.h"
 
 namespace hvd {
@@ -38,30 +39,18 @@ PieceRingOptions SmallRing() {
   return o;
 }
 
+// The ring forced: at 3 and 4 ranks the automatic choice would run these small
+// all-reduces by halving-doubling (butterfly_allreduce_test.cc tests that).
 void RunGloo(int size, const PieceRingOptions& ring,
              const std::function<void(int, GlooBackend&)>& fn,
              milliseconds timeout = milliseconds(10000)) {
-  auto store = NewInMemoryStore();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      std::shared_ptr<gloo::transport::Device> device;
-      std::shared_ptr<gloo::Context> context;
-      Status s = CreateGlooDevice("127.0.0.1", "", &device);
-      if (s.ok()) s = ConnectGlooContext(store, device, r, size, timeout, &context);
-      ASSERT_TRUE(s.ok()) << s.ToString();
-      GlooBackend b(context, ring);
-      fn(r, b);
-    });
-  }
-  for (auto& t : threads) t.join();
+  AllreduceAlgorithmOptions algorithm;
+  algorithm.mode = AllreduceAlgorithmOptions::Mode::kRing;
+  RunGlooBackends(size, ring, algorithm, fn, timeout);
 }
 
-const DataType kTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
-                           DataType::kBFloat16, DataType::kInt8,   DataType::kUInt8,
-                           DataType::kInt32,   DataType::kInt64,  DataType::kInt16};
-const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
-                         ReduceOp::kProduct};
+const auto& kTypes = kEveryType;
+const auto& kOps = kEveryOp;
 
 class PieceRingTest : public ::testing::TestWithParam<int> {};
 

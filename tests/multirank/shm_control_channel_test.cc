@@ -18,6 +18,7 @@
 #include "runtime/transport/gloo/gloo_backend.h"
 #include "runtime/transport/gloo/gloo_control_channel.h"
 #include "tests/multirank/fork_rank.h"
+#include "tests/test_util.h"
 
 namespace hvd {
 namespace testing {
@@ -148,10 +149,45 @@ TEST_P(ShmControlChannelTest, GathersAndBroadcastsInAnyPattern) {
   });
 }
 
+// Word all-reduces over the tree, of every length up to a full response cache's two
+// bit vectors, between Gather and Broadcast rounds (they share nothing).
+TEST_P(ShmControlChannelTest, WordAllreducesBetweenRounds) {
+  const int size = GetParam();
+  RunChannels(size, [&](int rank, ControlChannel& ch) {
+    EXPECT_TRUE(ch.SupportsWordAllreduce());
+    int round = 0;
+    for (size_t n : {size_t{1}, size_t{3}, size_t{17}, size_t{2050}}) {
+      for (size_t or_words : {size_t{0}, n / 2, n}) {
+        ASSERT_EQ(WordAllreduceRound(ch, round, n, or_words), "");
+        ASSERT_EQ(Round(ch, round, [](int r) -> size_t { return 50 + r; }, 60), "") << rank;
+        ++round;
+      }
+    }
+    for (; round < 300; ++round) ASSERT_EQ(WordAllreduceRound(ch, round, 33, 32), "");
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmControlChannelTest, ::testing::Range(1, 9),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::to_string(info.param) + "ranks";
                          });
+
+// 280 ranks: a tree three levels deep below the root (fan-out 16), leaves at every
+// level.
+TEST(ShmControlChannel, WordAllreduceOverADeepTree) {
+  RunChannels(280, [&](int, ControlChannel& ch) {
+    for (int round = 0; round < 10; ++round) ASSERT_EQ(WordAllreduceRound(ch, round, 34, 17), "");
+  });
+}
+
+TEST(ShmControlChannel, RefusesMoreWordsThanAnArea) {
+  RunChannels(2, [&](int, ControlChannel& ch) {
+    std::vector<uint64_t> words(4097, 1);
+    const Status s = ch.AllreduceWords(&words, 4097);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("4097 words to all-reduce, at most 4096"));
+  });
+}
 
 TEST(ShmControlChannel, RejectsBadOptions) {
   std::unique_ptr<ControlChannel> ch;

@@ -1,4 +1,5 @@
 // Choosing a communicator's host plane from where its ranks are (runtime/transport/host_plane.h).
+#include "runtime/transport/gloo/gloo_backend.h"
 #include "runtime/transport/host_plane.h"
 
 #include <gmock/gmock.h>
@@ -112,12 +113,56 @@ TEST(ExchangeHostInfoTest, EveryRankReadsTheSameTable) {
   }
 }
 
+// 300 ranks: the tree three levels deep below rank 0 (fan-out 16), ids with spaces;
+// every rank's table is every rank's record, in rank order; and each rank made a
+// few store calls, not one per rank.
+TEST(ExchangeHostInfoTest, ATreeOfManyRanksGathersEveryRecord) {
+  constexpr int kRanks = 300;
+  auto store = NewInMemoryStore();
+  std::vector<std::vector<HostInfo>> seen(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      HostInfo mine{"boot " + std::to_string(r % 7) + "/shm", 1000 + r};
+      Status s = ExchangeHostInfo(store.get(), r, kRanks, mine, std::chrono::milliseconds(20000),
+                                  &seen[r]);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(seen[r].size(), static_cast<size_t>(kRanks));
+    for (int q = 0; q < kRanks; ++q) {
+      ASSERT_EQ(seen[r][q].id, "boot " + std::to_string(q % 7) + "/shm") << r << " " << q;
+      ASSERT_EQ(seen[r][q].shm_free, 1000 + q);
+    }
+  }
+}
+
+TEST(ExchangeHostInfoTest, AMalformedRecordIsAnError) {
+  auto store = NewInMemoryStore();
+  ASSERT_TRUE(store->Set("host/tree/1", "7 5 elsewhere\n").ok());  // rank 7 of 2
+  std::vector<HostInfo> all;
+  Status s = ExchangeHostInfo(store.get(), 0, 2, {"a", 1}, std::chrono::milliseconds(1000), &all);
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_THAT(s.message(), HasSubstr("malformed host record '7 5 elsewhere' (job of 2 ranks)"));
+}
+
 TEST(ExchangeHostInfoTest, AMissingRankTimesOutNamingIt) {
   auto store = NewInMemoryStore();
   std::vector<HostInfo> all;
   Status s = ExchangeHostInfo(store.get(), 0, 2, {"a", 1}, std::chrono::milliseconds(100), &all);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("waiting for rank 1 to say which host it is on"));
+}
+
+TEST(GlooBindHostnameTest, EachLocalRankGetsALoopbackAddressOfItsOwn) {
+  EXPECT_EQ(GlooBindHostname("127.0.0.1", 0), "127.0.0.1");
+  EXPECT_EQ(GlooBindHostname("127.0.0.1", 1), "127.0.0.2");
+  EXPECT_EQ(GlooBindHostname("127.0.0.1", 249), "127.0.0.250");
+  EXPECT_EQ(GlooBindHostname("127.0.0.1", 250), "127.0.1.1");
+  EXPECT_EQ(GlooBindHostname("127.0.0.1", 4095), "127.0.16.96");
+  EXPECT_EQ(GlooBindHostname("10.1.2.3", 7), "10.1.2.3");  // a host's address stays
+  EXPECT_EQ(GlooBindHostname("127.0.0.5", 7), "127.0.0.5");  // as does one chosen
 }
 
 TEST(ShardCountsTest, EqualShardsFirstOnesLonger) {

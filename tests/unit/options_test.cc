@@ -405,6 +405,25 @@ TEST(RuntimeOptionsTest, HierarchicalAllreduce) {
   EXPECT_THAT(o.Validate().message(), HasSubstr("HVD_HIERARCHICAL_ALLREDUCE='2'"));
 }
 
+TEST(RuntimeOptionsTest, ScalingChoices) {
+  const RuntimeOptions d = ParseOk({});
+  EXPECT_EQ(d.negotiation_tree_ranks, 8);
+  EXPECT_EQ(d.allreduce_algorithm, "auto");
+  EXPECT_EQ(ParseOk({{"HVD_NEGOTIATION_TREE_RANKS", "0"}}).negotiation_tree_ranks, 0);
+  EXPECT_EQ(ParseOk({{"HVD_NEGOTIATION_TREE_RANKS", "3"}}).negotiation_tree_ranks, 3);
+  EXPECT_EQ(ParseOk({{"HVD_ALLREDUCE_ALGORITHM", "Halving_Doubling"}}).allreduce_algorithm,
+            "halving_doubling");
+  EXPECT_EQ(ParseOk({{"HVD_ALLREDUCE_ALGORITHM", "ring"}}).allreduce_algorithm, "ring");
+  RuntimeOptions o;
+  Status s = Parse({{"HVD_NEGOTIATION_TREE_RANKS", "-1"}}, &o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("HVD_NEGOTIATION_TREE_RANKS='-1'"));
+  s = Parse({{"HVD_ALLREDUCE_ALGORITHM", "tree"}}, &o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("HVD_ALLREDUCE_ALGORITHM='tree'"),
+                                 HasSubstr("auto, ring or halving_doubling")));
+}
+
 TEST(RuntimeOptionsTest, BindTo) {
   EXPECT_EQ(ParseOk({}).bind_to, "none");
   EXPECT_EQ(ParseOk({{"HVD_BIND_TO", "Core"}}).bind_to, "core");

@@ -1,5 +1,6 @@
 #include "runtime/transport/gloo/gloo_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -8,10 +9,8 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
-#include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "runtime/transport/gloo/gloo_store.h"
 
 namespace hvd {
 namespace {
@@ -25,6 +24,11 @@ Status FromGlooException(const char* what, const std::exception& e) {
 }
 
 }  // namespace
+
+std::string GlooBindHostname(const std::string& hostname, int local_rank) {
+  if (hostname != "127.0.0.1" || local_rank <= 0) return hostname;
+  return "127.0." + std::to_string(local_rank / 250) + "." + std::to_string(1 + local_rank % 250);
+}
 
 Status CreateGlooDevice(const std::string& hostname, const std::string& iface,
                         std::shared_ptr<gloo::transport::Device>* out) {
@@ -45,27 +49,78 @@ Status CreateGlooDevice(const std::string& hostname, const std::string& iface,
   return Status::OK();
 }
 
+namespace {
+
+// A Gloo context whose full mesh is connected with one store key per pair (see
+// ConnectGlooContext); Gloo's own connectFullMesh publishes each rank's addresses
+// for all its peers under one key that every peer reads whole.
+class MeshContext : public gloo::Context {
+ public:
+  MeshContext(int rank, int size) : gloo::Context(rank, size) {}
+
+  // Gloo throws on a failed connect; a failed store call returns its status.
+  Status Connect(Store& store, const std::shared_ptr<gloo::transport::Device>& device,
+                 std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto context = device->createContext(rank, size);
+    context->setTimeout(timeout);
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
+      auto& pair = context->createPair(peer);
+      pair->setLocalRank(0);  // unused by the TCP transport
+      const std::vector<char> bytes = pair->address().bytes();
+      HVD_RETURN_IF_ERROR(store.Set(PairKey(rank, peer), std::string(bytes.begin(), bytes.end())));
+    }
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
+      const auto left = std::max(std::chrono::milliseconds(0),
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     deadline - std::chrono::steady_clock::now()));
+      std::string address;
+      HVD_RETURN_IF_ERROR(store.Get(PairKey(peer, rank), left, &address)
+                              .Prepend("rank " + std::to_string(rank) + " waiting for rank " +
+                                       std::to_string(peer) + "'s Gloo address"));
+      context->getPair(peer)->connect(std::vector<char>(address.begin(), address.end()));
+    }
+    device_ = device;
+    transportContext_ = std::move(context);
+    return Status::OK();
+  }
+
+ private:
+  // Where rank `from` publishes its pair's address for rank `to`.
+  static std::string PairKey(int from, int to) {
+    return "gloo/" + std::to_string(from) + "/" + std::to_string(to);
+  }
+};
+
+}  // namespace
+
 Status ConnectGlooContext(const std::shared_ptr<Store>& store,
                           const std::shared_ptr<gloo::transport::Device>& device, int rank,
                           int size, std::chrono::milliseconds timeout,
                           std::shared_ptr<gloo::Context>* out) {
-  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  auto context = std::make_shared<MeshContext>(rank, size);
   context->setTimeout(timeout);
-  GlooStore gloo_store(store, timeout);
+  Status connected;
   try {
-    auto dev = device;
-    context->connectFullMesh(gloo_store, dev);
+    connected = context->Connect(*store, device, timeout);
   } catch (const std::exception& e) {
     return Status::Timeout("rank " + std::to_string(rank) + " could not connect to its " +
                            std::to_string(size - 1) + " peer(s) within " +
                            std::to_string(timeout.count()) + " ms: " + e.what());
   }
+  HVD_RETURN_IF_ERROR(connected);
   *out = context;
   return Status::OK();
 }
 
-GlooBackend::GlooBackend(std::shared_ptr<gloo::Context> context, PieceRingOptions ring_options)
-    : context_(std::move(context)), ring_(context_, ring_options) {}
+GlooBackend::GlooBackend(std::shared_ptr<gloo::Context> context, PieceRingOptions ring_options,
+                         AllreduceAlgorithmOptions algorithm)
+    : context_(std::move(context)),
+      ring_(context_, ring_options),
+      butterfly_(context_),
+      algorithm_(algorithm) {}
 
 template <typename Fn>
 Status GlooBackend::Guard(const char* what, Fn&& fn) {
@@ -91,6 +146,12 @@ Status GlooBackend::AllreducePieces(const std::vector<AllreducePiece>& pieces, D
     return Status::OK();
   }
   const uint64_t rs_slot = NextRingSlot(), ag_slot = NextRingSlot();  // one per phase
+  int64_t count = 0;
+  for (const AllreducePiece& p : pieces) count += p.count;
+  last_algorithm_ = ChooseAllreduceAlgorithm(count * static_cast<int64_t>(DataTypeSize(dtype)),
+                                             size(), algorithm_);
+  if (last_algorithm_ == AllreduceAlgorithm::kHalvingDoubling)
+    return Guard("allreduce", [&] { butterfly_.Run(pieces, dtype, op, finish, rs_slot, ag_slot); });
   return Guard("allreduce", [&] { ring_.Run(pieces, dtype, op, finish, rs_slot, ag_slot); });
 }
 

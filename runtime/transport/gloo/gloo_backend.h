@@ -22,9 +22,20 @@
 
 #include "runtime/common/backend.h"
 #include "runtime/store/store.h"
+#include "runtime/transport/allreduce_algorithm.h"
+#include "runtime/transport/gloo/butterfly_allreduce.h"
 #include "runtime/transport/gloo/piece_ring.h"
 
 namespace hvd {
+
+// The address a rank's Gloo device binds on a host given `hostname`: for
+// 127.0.0.1 (the default), a loopback address of the rank's own,
+// 127.0.<local_rank / 250>.<1 + local_rank % 250> (local rank 0 keeps 127.0.0.1);
+// any other hostname as it is. Each Gloo pair listens on a socket of its own, so a
+// host's ranks bind size x local_size ports; on one address the kernel's search for
+// a free port grows with the sockets already bound there (hvd_init of 128 local
+// ranks over Gloo took 18 s, 4 s with an address per rank, docs/scaling.md).
+std::string GlooBindHostname(const std::string& hostname, int local_rank);
 
 // Creates a TCP device bound to `iface` if non-empty, else to `hostname`
 // (127.0.0.1 for local jobs).
@@ -32,7 +43,12 @@ Status CreateGlooDevice(const std::string& hostname, const std::string& iface,
                         std::shared_ptr<gloo::transport::Device>* out);
 
 // Connects a full mesh among `size` ranks through `store` (keys are used as given:
-// pass a prefixed store per communicator). Bounded by `timeout`.
+// pass a prefixed store per communicator). Bounded by `timeout`. Each rank publishes
+// one key per peer (its pair's address for that peer) and reads the one each peer
+// published for it: O(size) small keys per rank, where Gloo's connectFullMesh has
+// every rank read every peer's whole address list (O(size^2) bytes per rank, 280 MB
+// through the store at 128 ranks). A store failure returns its status naming the
+// peer; a failed connect is kTimeout.
 Status ConnectGlooContext(const std::shared_ptr<Store>& store,
                           const std::shared_ptr<gloo::transport::Device>& device, int rank,
                           int size, std::chrono::milliseconds timeout,
@@ -40,8 +56,11 @@ Status ConnectGlooContext(const std::shared_ptr<Store>& store,
 
 class GlooBackend : public Backend {
  public:
+  // All-reduces run the ring or halving-doubling, by size and ranks as `algorithm`
+  // says (allreduce_algorithm.h).
   explicit GlooBackend(std::shared_ptr<gloo::Context> context,
-                       PieceRingOptions ring_options = PieceRingOptions());
+                       PieceRingOptions ring_options = PieceRingOptions(),
+                       AllreduceAlgorithmOptions algorithm = AllreduceAlgorithmOptions());
 
   const char* Name() const override { return "gloo"; }
   int rank() const override { return context_->rank; }
@@ -63,6 +82,9 @@ class GlooBackend : public Backend {
   // Bytes the last AllreducePieces copied through its staging area.
   int64_t staged_bytes() const { return ring_.staged_bytes(); }
   int64_t ring_messages_sent() const { return ring_.messages_sent(); }
+  // The algorithm of the last all-reduce, and the messages halving-doubling sent.
+  AllreduceAlgorithm last_allreduce_algorithm() const { return last_algorithm_; }
+  int64_t butterfly_messages_sent() const { return butterfly_.messages_sent(); }
 
  private:
   // Runs `fn`, turning a Gloo exception into a Status that names `what`.
@@ -76,6 +98,9 @@ class GlooBackend : public Backend {
 
   std::shared_ptr<gloo::Context> context_;
   PieceRing ring_;
+  ButterflyAllreduce butterfly_;
+  AllreduceAlgorithmOptions algorithm_;
+  AllreduceAlgorithm last_algorithm_ = AllreduceAlgorithm::kRing;
   uint32_t next_tag_ = 1;
   Status broken_;
 };

@@ -1,10 +1,12 @@
 // The Gloo implementation of ControlChannel (see control_channel.h).
+#include <algorithm>
 #include <cstring>
 #include <set>
 
 #include <gloo/common/error.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include "runtime/transport/butterfly_schedule.h"
 #include "runtime/transport/gloo/gloo_control_channel.h"
 
 namespace hvd {
@@ -17,6 +19,10 @@ constexpr size_t kInlineBytes = kFrameBytes - kHeaderBytes;
 constexpr uint64_t kSlotPrefix = 0x7eull << 56;
 constexpr uint64_t kTailBit = 1ull << 55;
 constexpr uint64_t kCounterMask = kTailBit - 1;
+// AllreduceWords' slots: one per call, counted apart from the slots above, whose
+// receives are posted a call ahead (a word all-reduce between two Gathers must not
+// take the slot such a receive waits on).
+constexpr uint64_t kWordsSlotPrefix = 0x7cull << 56;
 // The most a control message may carry; a larger length is a corrupt frame.
 constexpr uint64_t kMaxMessageBytes = 256ull << 20;
 
@@ -105,6 +111,48 @@ class GlooControlChannel : public ControlChannel {
     if (!TakePostedAhead(0, slot))
       HVD_RETURN_IF_ERROR(PostRecv(0, slot, "receive the responses from the coordinator"));
     return FinishRecv(0, slot, msg, "receive the responses from the coordinator");
+  }
+
+  // Recursive doubling (PlanDoubling): log2 rounds, each one message to and one
+  // from a partner, the whole vector each way; ranks beyond the largest power of
+  // two fold into a partner first and get the result back from it.
+  bool SupportsWordAllreduce() const override { return true; }
+
+  Status AllreduceWords(std::vector<uint64_t>* words, size_t or_words) override {
+    if (!broken_.ok()) return broken_;
+    HVD_CHECK(or_words <= words->size());
+    const uint64_t slot = kWordsSlotPrefix | (words_counter_++ & kCounterMask);
+    if (size() == 1 || words->empty()) return Status::OK();
+    const size_t n = words->size(), bytes = n * sizeof(uint64_t);
+    if (words_.size() != n) {
+      words_.assign(n, 0);
+      words_in_.assign(n, 0);
+      words_buf_ = context_->createUnboundBuffer(words_.data(), bytes);
+      words_in_buf_ = context_->createUnboundBuffer(words_in_.data(), bytes);
+    }
+    std::copy(words->begin(), words->end(), words_.begin());
+    PlanDoubling(size(), rank(), static_cast<int64_t>(n), &words_plan_);
+    for (const ButterflyStep& step : words_plan_.steps) {
+      const size_t in = step.recv_count(), out = step.send_count();
+      try {
+        if (in) words_in_buf_->recv(step.peer, slot, step.recv_begin * 8, in * 8);
+        if (out) words_buf_->send(step.peer, slot, step.send_begin * 8, out * 8);
+        if (in) words_in_buf_->waitRecv(timeout_);
+        if (out) words_buf_->waitSend(timeout_);
+      } catch (const std::exception& e) {
+        return Fail(step.peer, "exchange negotiation words", e);
+      }
+      if (in == 0) continue;
+      if (step.reduce)
+        CombineWords(words_in_.data() + step.recv_begin, in,
+                     or_words > static_cast<size_t>(step.recv_begin) ? or_words - step.recv_begin : 0,
+                     words_.data() + step.recv_begin);
+      else
+        std::copy(words_in_.begin() + step.recv_begin, words_in_.begin() + step.recv_end,
+                  words_.begin() + step.recv_begin);
+    }
+    std::copy(words_.begin(), words_.end(), words->begin());
+    return Status::OK();
   }
 
   // Two ranks: each sends from its own frame (index = its rank, which no receive
@@ -254,6 +302,10 @@ class GlooControlChannel : public ControlChannel {
   std::vector<std::string> tail_data_;
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> tails_;
   uint64_t counter_ = 0;
+  uint64_t words_counter_ = 0;
+  std::vector<uint64_t> words_, words_in_;  // this rank's words; a partner's, received
+  std::unique_ptr<gloo::transport::UnboundBuffer> words_buf_, words_in_buf_;
+  ButterflyPlan words_plan_;
   // Per peer: the slot whose receive was posted ahead into its frame, or 0 (slots
   // carry kSlotPrefix, so none is 0).
   std::vector<uint64_t> posted_ahead_;

@@ -11,6 +11,10 @@
 //   acked[r]         chunks of rank r's slot that the root has consumed (in r's block,
 //                    written by the root);
 //   bcast_acked[r]   broadcast chunks that rank r has consumed.
+//   up[r]            children of rank r that have combined their subtrees, summed
+//                    over its word all-reduces (each child adds one a call: the one
+//                    counter with several writers);
+//   down[r]          word all-reduces whose result rank r has passed down.
 // Gather: a rank writes a chunk once acked[r] shows the root consumed its previous
 // one, then bumps posted[r]; the root, rank by rank, waits for posted[r], copies the
 // chunk out and bumps acked[r]. Broadcast is the mirror: the root writes once every
@@ -18,6 +22,24 @@
 // bcast_acked. Both sides count chunks locally in the same order, so nothing else
 // is exchanged. In the usual cycle no rank waits for slot space: a rank's next
 // Gather follows a Broadcast that the root only sent after consuming its last one.
+//
+// AllreduceWords runs over a *tree* of fan-out kFanOut (rank r's children are
+// r * kFanOut + 1 ... r * kFanOut + kFanOut), each rank with an *up area* and a
+// *down area* of its own after the slots. Up: a rank waits until its up counter
+// shows every child's part of call g (g times its children: one wait, one wake-up
+// at most, however many children), combines the children's up areas into its words,
+// writes the result to its own up area and adds one to its parent's up counter.
+// Rank 0 then holds the result: it writes it to its down area and posts down = g;
+// every other rank waits for its parent's down = g, copies the parent's down area
+// and, if it has children, writes it to its own and posts down = g. Each rank waits
+// twice and wakes at most kFanOut ranks, and the tree is log_kFanOut(size) deep (2
+// levels below rank 0 up to 272 ranks). Rank 0 waking every rank at once would cost
+// it a futex wake of size - 1 sleepers, linear in the ranks (the Broadcast above
+// does that). Areas are reused safely: a child writes its up area for call g + 1
+// only after reading its parent's down area of call g, which the parent wrote
+// after reading the child's up area of g; and a parent writes its down area for
+// g + 1 only after every child's part of g + 1, which each child adds after reading
+// the parent's down area of g.
 #include "runtime/transport/shm/shm_control_channel.h"
 
 #include <algorithm>
@@ -28,8 +50,12 @@
 namespace hvd {
 namespace {
 
-enum Counter : int { kPosted = 0, kAcked = 1, kBcastAcked = 2, kNumCounters = 3 };
+enum Counter : int { kPosted = 0, kAcked = 1, kBcastAcked = 2, kUp = 3, kDown = 4, kNumCounters = 5 };
 constexpr size_t kHeaderBytes = 64;
+constexpr int kFanOut = 16;
+// Each up and down area: the most words one AllreduceWords may carry.
+constexpr size_t kMaxWords = 4096;
+constexpr size_t kWordAreaBytes = kMaxWords * sizeof(uint64_t);
 // The most a control message may carry; a larger length is a corrupt chunk.
 constexpr uint64_t kMaxMessageBytes = 256ull << 20;
 
@@ -62,6 +88,19 @@ class ShmControlChannel : public ControlChannel {
     if (!broken_.ok()) return broken_;
     if (size() == 1) return Status::OK();
     return Check(rank() == 0 ? SendBroadcast(*msg) : ReceiveBroadcast(msg));
+  }
+
+  bool SupportsWordAllreduce() const override { return true; }
+
+  Status AllreduceWords(std::vector<uint64_t>* words, size_t or_words) override {
+    if (!broken_.ok()) return broken_;
+    HVD_CHECK(or_words <= words->size());
+    if (words->size() > kMaxWords)
+      return Status::InvalidArgument("shm control channel: " + std::to_string(words->size()) +
+                                     " words to all-reduce, at most " +
+                                     std::to_string(kMaxWords));
+    if (size() == 1 || words->empty()) return Status::OK();
+    return Check(TreeAllreduce(words, or_words));
   }
 
  private:
@@ -144,6 +183,47 @@ class ShmControlChannel : public ControlChannel {
     return Status::OK();
   }
 
+  uint64_t* UpArea(int r) const { return WordArea(r, 0); }
+  uint64_t* DownArea(int r) const { return WordArea(r, 1); }
+  uint64_t* WordArea(int r, int which) const {
+    return reinterpret_cast<uint64_t*>(seg_->data() + slot_bytes_ * (size() + 1) +
+                                       (static_cast<size_t>(r) * 2 + which) * kWordAreaBytes);
+  }
+
+  Status TreeAllreduce(std::vector<uint64_t>* words, size_t or_words) {
+    const uint32_t g = ++word_calls_;
+    const size_t n = words->size();
+    const int first_child = rank() * kFanOut + 1;
+    const int last_child = std::min(size() - 1, rank() * kFanOut + kFanOut);
+    if (first_child <= last_child) {
+      const uint32_t children = static_cast<uint32_t>(last_child - first_child + 1);
+      Status s = seg_->Wait(seg_->counter(rank(), kUp), g * children, first_child,
+                            "combine its negotiation words");
+      if (s.code() == StatusCode::kTimeout)  // some child is late: name them all
+        s = Status::Timeout("rank " + std::to_string(rank()) +
+                            " timed out waiting for ranks " + std::to_string(first_child) + ".." +
+                            std::to_string(last_child) +
+                            " (its children in the negotiation tree) to combine their words: " +
+                            s.message());
+      HVD_RETURN_IF_ERROR(s);
+      for (int c = first_child; c <= last_child; ++c)
+        CombineWords(UpArea(c), n, or_words, words->data());
+    }
+    if (rank() != 0) {
+      const int parent = (rank() - 1) / kFanOut;
+      std::memcpy(UpArea(rank()), words->data(), n * sizeof(uint64_t));
+      seg_->AddTo(parent, kUp, 1);
+      HVD_RETURN_IF_ERROR(seg_->WaitAtLeast(parent, kDown, g,
+                                            "pass down the combined negotiation words"));
+      std::memcpy(words->data(), DownArea(parent), n * sizeof(uint64_t));
+    }
+    if (first_child <= last_child) {
+      std::memcpy(DownArea(rank()), words->data(), n * sizeof(uint64_t));
+      seg_->Post(kDown, g);
+    }
+    return Status::OK();
+  }
+
   Status Check(Status s) {
     if (s.ok()) return s;
     broken_ = s.Prepend("shm control channel");
@@ -156,6 +236,7 @@ class ShmControlChannel : public ControlChannel {
   uint32_t posted_ = 0;                // chunks this rank wrote (root: broadcast chunks)
   std::vector<uint32_t> consumed_;     // root: chunks taken from each rank's slot
   uint32_t bcast_consumed_ = 0;        // broadcast chunks this rank took
+  uint32_t word_calls_ = 0;            // AllreduceWords calls so far
   Status broken_;
 };
 
@@ -170,7 +251,7 @@ Status NewShmControlChannel(const ShmControlChannelOptions& opts,
   ShmSegmentOptions so;
   static_cast<ShmMembership&>(so) = opts;
   so.kind = "control";
-  so.data_bytes = slot_bytes * (opts.size + 1);
+  so.data_bytes = slot_bytes * (opts.size + 1) + kWordAreaBytes * 2 * opts.size;
   so.counters_per_rank = kNumCounters;
   std::unique_ptr<ShmSegment> seg;
   HVD_RETURN_IF_ERROR(ShmSegment::Create(so, &seg));

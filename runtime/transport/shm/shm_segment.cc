@@ -26,6 +26,7 @@ constexpr uint64_t kMagic = 0x68766473686d3031ull;  // "hvdshm01"
 constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(100);
+constexpr auto kAllPeersPeriod = std::chrono::milliseconds(1000);
 // How often Arrive polls ShmMembership::interrupt (a store round trip).
 constexpr auto kInterruptPeriod = std::chrono::milliseconds(250);
 
@@ -273,12 +274,18 @@ Status ShmSegment::Arrive(const ShmSegmentOptions& opts) {
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + timeout_;
   auto next_interrupt_check = start + kInterruptPeriod;
+  // Every arrival wakes every waiting rank: reading /proc for each peer at each wake
+  // would cost O(size^2) reads per rank; once per liveness period suffices.
+  auto next_peer_check = start;
   for (;;) {
     const uint32_t v = c.value.load();
     if (v >= static_cast<uint32_t>(size_)) return Status::OK();
     const auto now = std::chrono::steady_clock::now();
-    Status peers = CheckPeers(-1, "map the segment");
-    if (!peers.ok()) return peers;
+    HVD_RETURN_IF_ERROR(AbortStatus());
+    if (now >= next_peer_check) {
+      HVD_RETURN_IF_ERROR(CheckPeers(-1, "map the segment", /*all=*/true));
+      next_peer_check = now + kLivenessPeriod;
+    }
     if (opts.interrupt && now >= next_interrupt_check) {
       Status interrupted = opts.interrupt();
       if (!interrupted.ok())
@@ -309,6 +316,12 @@ void ShmSegment::PostTo(int r, int index, uint32_t value) {
   if (c.waiters.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&c.value);
 }
 
+void ShmSegment::AddTo(int r, int index, uint32_t delta) {
+  ShmCounter& c = counter(r, index);
+  c.value.fetch_add(delta, std::memory_order_seq_cst);
+  if (c.waiters.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&c.value);
+}
+
 Status ShmSegment::AbortStatus() const {
   const int32_t who = header_->abort_ready.load(std::memory_order_acquire);
   if (who == 0 || who == rank_ + 1) return Status::OK();
@@ -328,11 +341,11 @@ void ShmSegment::Abort(const Status& failure) {
     for (int i = 0; i < counters_; ++i) FutexWakeAll(&counter(r, i).value);
 }
 
-Status ShmSegment::CheckPeers(int waited_for, const char* what) {
+Status ShmSegment::CheckPeers(int waited_for, const char* what, bool all) {
   HVD_RETURN_IF_ERROR(AbortStatus());
   const pid_t me = getpid();
   // The rank waited for first, so that its loss is the one reported.
-  for (int i = -1; i < size_; ++i) {
+  for (int i = -1; i < (all ? size_ : 0); ++i) {
     const int r = i < 0 ? waited_for : i;
     if (r < 0 || r == rank_ || (i >= 0 && r == waited_for)) continue;
     const int64_t pid = block(r)->pid.load(std::memory_order_acquire);
@@ -355,13 +368,24 @@ Status ShmSegment::Wait(ShmCounter& c, uint32_t target, int peer, const char* wh
     if (CounterReached(c.value.load(std::memory_order_acquire), target)) return Status::OK();
     if ((i & 63) == 0 && std::chrono::steady_clock::now() >= spin_end) break;
   }
+  // A peer's death is looked for only once the wait has lasted a liveness period,
+  // and then only the peer waited for, every period, and all of them every
+  // kAllPeersPeriod: reading /proc for every peer whenever a wait outlasted its
+  // spin cost O(size) system calls per wait, O(size^2) per collective at each
+  // rank, most of a step at 32+ ranks on a few cores (docs/scaling.md). The abort
+  // record, one load, is read on every wake, so a peer's Abort still ends the wait
+  // at once.
   const auto deadline = start + timeout_;
-  auto next_check = start;
+  auto next_check = start + kLivenessPeriod;
+  auto next_full_check = start + kAllPeersPeriod;
   for (;;) {
     const auto now = std::chrono::steady_clock::now();
+    HVD_RETURN_IF_ERROR(AbortStatus());
     if (now >= next_check) {
-      HVD_RETURN_IF_ERROR(CheckPeers(peer, what));
+      const bool all = now >= next_full_check;
+      HVD_RETURN_IF_ERROR(CheckPeers(peer, what, all));
       next_check = now + kLivenessPeriod;
+      if (all) next_full_check = now + kAllPeersPeriod;
     }
     if (now >= deadline) {
       return Status::Timeout("rank " + std::to_string(rank_) + " timed out after " +

@@ -26,9 +26,10 @@
 // stores the new value and issues FUTEX_WAKE only when someone sleeps on it;
 // WaitAtLeast() spins for a few microseconds, then sleeps in FUTEX_WAIT (the shared,
 // non-private form: ranks are separate processes) in slices of at most 100 ms.
-// Between slices it checks that every peer is alive (its /proc/<pid>/stat exists, is
-// not a zombie and shows the start time recorded at rendezvous; kill(pid, 0) where
-// /proc is absent) and whether some rank aborted. Every wait is bounded by the
+// After each wake it looks whether some rank aborted; once it has waited 100 ms, it
+// checks every 100 ms that the peer it waits for is alive (its /proc/<pid>/stat
+// exists, is not a zombie and shows the start time recorded at rendezvous; kill(pid,
+// 0) where /proc is absent), and every second every peer. Every wait is bounded by the
 // timeout: kTimeout names the rank waited for, a dead peer gives kRemoteError
 // "lost rank N (pid P exited)".
 //
@@ -127,6 +128,9 @@ class ShmSegment {
   // owner.
   void Post(int index, uint32_t value) { PostTo(rank_, index, value); }
   void PostTo(int r, int index, uint32_t value);
+  // Adds `delta` to counter `index` of rank `r` atomically and wakes its sleepers: a
+  // counter several ranks advance together (each rank's add counts once).
+  void AddTo(int r, int index, uint32_t delta);
 
   // Waits until rank `peer`'s counter `index` reaches `target`. `what` completes
   // "waiting for rank N to ..." in error messages, e.g. "stage allreduce data".
@@ -153,8 +157,9 @@ class ShmSegment {
   Status Map(int fd, size_t total, bool create);
   Status Arrive(const ShmSegmentOptions& opts);
   RankBlock* block(int r) const;
-  // OK, or the abort record / a dead peer as a Status.
-  Status CheckPeers(int waited_for, const char* what);
+  // OK, or the abort record / a dead peer as a Status: `waited_for` (if >= 0), and
+  // with `all` every other peer too.
+  Status CheckPeers(int waited_for, const char* what, bool all);
   Status AbortStatus() const;
   void Unlink();
 
