@@ -58,6 +58,17 @@ def test_srun_pmi2(slurm):
     _check_job(_lines(r.stdout), 3)
 
 
+def test_srun_torch_distributed_over_dprun(slurm):
+    # init_process_group("dprun") under srun, with no variable: hvd.torch fills
+    # torch's env:// variables from Slurm's (hvd_detect_launcher).
+    launched = os.path.join(engines_util.HERE, "..", "..", "bindings", "python", "tests_dist",
+                            "jobs", "launched.py")
+    r = slurm.run(["srun", "-n", "3", PYTHON, launched], 120, env=_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    for rank in range(3):
+        assert "rank %d of 3, hvd %d of 3, sum 6" % (rank, rank) in r.stdout, r.stdout
+
+
 def test_sbatch_with_two_steps(slurm, tmp_path):
     script = tmp_path / "job.sh"
     out = tmp_path / "job.out"
