@@ -36,6 +36,8 @@ import torch.distributed as dist  # noqa: E402
 
 import hvd.torch as hvd  # noqa: E402  (registers "dprun")
 
+import gradient_set  # noqa: E402
+
 
 def mlp(args):
     mods = []
@@ -46,29 +48,8 @@ def mlp(args):
     return model, lambda m: torch.nn.functional.mse_loss(m(x), y)
 
 
-def resnet50_sizes():
-    for path in (os.path.join(HERE, "..", "..", "shared", "data", "resnet50_sizes.txt"),
-                 os.path.join(HERE, "data", "resnet50_sizes.txt")):
-        if os.path.exists(path):
-            with open(path) as f:
-                return [int(line.split()[0]) for line in f if line.strip() and
-                        not line.startswith("#")]
-    raise SystemExit("ddp_step: resnet50_sizes.txt not found")
-
-
-class GradientSet(torch.nn.Module):
-    """Parameters of the given sizes; forward touches each once."""
-
-    def __init__(self, sizes):
-        super().__init__()
-        self.params = torch.nn.ParameterList(torch.nn.Parameter(torch.zeros(n)) for n in sizes)
-
-    def forward(self, scale):
-        return sum(p.sum() for p in self.params) * scale
-
-
 def resnet50(args):
-    model = GradientSet(resnet50_sizes())
+    model = gradient_set.GradientSet(gradient_set.resnet50_sizes())
     scale = torch.tensor(0.5)
     return model, lambda m: m(scale)
 

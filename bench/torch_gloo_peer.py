@@ -29,16 +29,7 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                 "bindings", "python"))
 
-
-class GradientSet(torch.nn.Module):
-    """Parameters of the given sizes; the loss touches each once."""
-
-    def __init__(self, sizes):
-        super().__init__()
-        self.params = torch.nn.ParameterList(torch.nn.Parameter(torch.zeros(n)) for n in sizes)
-
-    def forward(self, scale):
-        return sum(p.sum() for p in self.params) * scale
+from gradient_set import GradientSet, read_sizes  # noqa: E402
 
 
 def main():
@@ -60,8 +51,7 @@ def main():
         dist.init_process_group(a.backend, init_method="tcp://%s:%s" % (addr, port), rank=rank,
                                 world_size=size)
     if a.ddp_sizes:
-        with open(a.ddp_sizes) as f:
-            sizes = [int(line.split()[0]) for line in f if line.strip() and line[0] != "#"]
+        sizes = read_sizes(a.ddp_sizes)
         model = torch.nn.parallel.DistributedDataParallel(GradientSet(sizes))
         scale = torch.tensor(0.5)
         elements, label = sum(sizes), "torch_%s_ddp" % a.backend
