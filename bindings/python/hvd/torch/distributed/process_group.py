@@ -233,6 +233,10 @@ class DprunCollectives:
         t = self._one(tensors, "all_reduce")
         op, pre = _reduce_op(opts.reduceOp if opts is not None else _RED.SUM, "all_reduce")
         view, op = _reducible(t, op, "all_reduce")
+        if self.size() == 1:  # every reduction of one tensor is itself (scaled)
+            if pre != 1.0:
+                view.mul_(pre)
+            return self._done_work(tensors)
         return self._submit("all_reduce", tensors, lambda name: _ops.allreduce_async(
             view, name=name, op=op, prescale_factor=pre, process_set=self._ps, inplace=True),
             lambda _: tensors, self._devices(tensors))
