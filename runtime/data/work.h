@@ -53,9 +53,9 @@ struct DefaultInitAllocator : std::allocator<T> {
   T* allocate(size_t n) {
     return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(kResultAlignment)));
   }
-  void deallocate(T* p, size_t n) noexcept {
-    ::operator delete(p, n * sizeof(T), std::align_val_t(kResultAlignment));
-  }
+  // Unsized: clang before 19 declares the sized aligned delete only under
+  // -fsized-deallocation, and the sanitizer builds use clang.
+  void deallocate(T* p, size_t) noexcept { ::operator delete(p, std::align_val_t(kResultAlignment)); }
   template <typename U>
   void construct(U* p) noexcept {
     ::new (static_cast<void*>(p)) U;
