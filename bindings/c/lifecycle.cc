@@ -91,14 +91,21 @@ hvd_status_t hvd_init(void) {
 hvd_status_t hvd_shutdown(void) {
   HVD_C_GUARD({
     std::shared_ptr<hvd::Runtime> rt;
+    hvd::capi::Instance& in = hvd::capi::Default();
     {
-      hvd::capi::Instance& in = hvd::capi::Default();
       std::lock_guard<std::mutex> lock(in.mu);
       if (in.state != hvd::capi::State::kRunning) return HVD_SUCCESS;
       rt = std::move(in.runtime);
       in.state = hvd::capi::State::kShutDown;
     }
-    return Report(rt->Shutdown());
+    const Status s = rt->Shutdown();
+    if (!s.ok()) {
+      // The job failed: if this process serves the store, the other ranks may still be
+      // reading the job's first failure from it, and the process may exit next.
+      std::lock_guard<std::mutex> lock(in.mu);
+      in.bootstrap.LingerForStoreClients(hvd::kStoreLingerOnFailure);
+    }
+    return Report(s);
   })
 }
 

@@ -72,6 +72,13 @@ Bootstrap::Bootstrap(BootstrapEnv env) : env_(std::move(env)) {
 
 Bootstrap::~Bootstrap() = default;
 
+void Bootstrap::LingerForStoreClients(std::chrono::milliseconds limit) const {
+  if (!store_server_) return;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (store_server_->clients() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
 Status Bootstrap::Start(std::unique_ptr<Runtime>* out) {
   LaunchEnv launch;
   HVD_RETURN_IF_ERROR(DetectLaunchEnv(env_.getenv, &launch));

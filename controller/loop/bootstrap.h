@@ -40,6 +40,9 @@ class Runtime;
 constexpr std::chrono::milliseconds kLauncherCheckPeriod{250};
 // A rank whose launcher died gets this long between its SIGTERM and its SIGKILL.
 constexpr std::chrono::seconds kOrphanGrace{5};
+// hvd_shutdown of a failed job waits up to this long for the other ranks to leave the
+// store this process serves (Bootstrap::LingerForStoreClients).
+constexpr std::chrono::seconds kStoreLingerOnFailure{3};
 
 // The process environment as Bootstrap sees it.
 struct BootstrapEnv {
@@ -73,6 +76,13 @@ class Bootstrap {
 
   // How many runtimes Start has started: the next one's generation.
   int generation() const { return generation_; }
+
+  // When this process serves the job's store (rank 0 under srun, mpirun, Ray ...: no
+  // dprun), waits until no other process is connected to it or `limit` passes, so
+  // that the other ranks of a failed job can still read its first failure
+  // (FailureDiagnosis) before this process exits and takes the store with it. Returns
+  // at once otherwise. The C API calls it from hvd_shutdown when the runtime failed.
+  void LingerForStoreClients(std::chrono::milliseconds limit) const;
 
   // Elastic jobs (HVD_ELASTIC_ID set by dprun --min-np): the dprun generation the last
   // Start joined (-1: none yet, or not elastic). Start joins the latest generation

@@ -124,6 +124,13 @@ Status FailureDiagnosis::Diagnose(const Status& status) {
   const std::string seen = "rank " + std::to_string(rank_) + " saw: " + status.message();
   if (status.code() != StatusCode::kRemoteError && status.code() != StatusCode::kTimeout)
     return Status(status.code(), "rank " + std::to_string(rank_) + ": " + status.message());
+  // Another rank has recorded the job's first failure already: this rank's failure
+  // follows from it (a peer that failed closes its connections), and
+  // AgreeOnFirstFailure reports that one. Waiting here would only let the rank that
+  // serves the store exit before this one has read it.
+  std::string first;
+  if (store_->Get(keys::kAbortReason, std::chrono::milliseconds(0), &first).ok() && !first.empty())
+    return Status(status.code(), "rank " + std::to_string(rank_) + ": " + status.message());
   // A lost peer is usually a dead process, and the launcher saw it die: give it a
   // moment to say which rank and how, since a closed socket names neither.
   std::string reason;

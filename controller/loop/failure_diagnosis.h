@@ -64,7 +64,9 @@ class FailureDiagnosis {
 
   // Names the cause of a failure this rank saw. kRemoteError and kTimeout keep
   // their code and gain the launcher's reason or the silent ranks, with this
-  // rank's view in parentheses; other codes only gain "rank <r>: ".
+  // rank's view in parentheses; other codes only gain "rank <r>: ", and so do all
+  // when another rank has recorded the job's first failure (keys::kAbortReason):
+  // then it returns at once, without waiting on the launcher or the heartbeats.
   Status Diagnose(const Status& status);
   // The first diagnosis recorded in the store wins; returns the one to report:
   // `mine` when it was first (or the store failed), else the first one's code and

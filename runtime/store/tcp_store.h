@@ -71,6 +71,10 @@ class TcpStoreServer {
   // The port the server listens on.
   int port() const;
 
+  // How many client connections are open (accepted, not yet closed by either side), as
+  // of the server thread's last round; 0 after Stop().
+  int clients() const;
+
   // Closes every connection (parked requests are dropped, so their clients see a lost
   // connection) and joins the server thread. Idempotent; thread-safe.
   void Stop();

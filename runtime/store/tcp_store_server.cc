@@ -107,6 +107,7 @@ class TcpStoreServer::Impl {
   ~Impl() { Stop(); }
 
   int port() const { return port_; }
+  int clients() const { return clients_.load(std::memory_order_acquire); }
 
   std::shared_ptr<Store> LocalStore() {
     return NewKeySpaceStore(space_, [waker = waker_] { waker->Wake(); });
@@ -193,10 +194,12 @@ class TcpStoreServer::Impl {
       conns_.erase(
           std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->dead; }),
           conns_.end());
+      clients_.store(static_cast<int>(conns_.size()), std::memory_order_release);
     }
     for (auto& c : conns_)
       if (!c->dead) ::close(c->fd);
     conns_.clear();
+    clients_.store(0, std::memory_order_release);
   }
 
   int PollTimeoutMs() const {
@@ -443,6 +446,7 @@ class TcpStoreServer::Impl {
   std::shared_ptr<KeySpace> space_;
   std::shared_ptr<Waker> waker_;
   std::vector<std::unique_ptr<Connection>> conns_;  // Server thread only.
+  std::atomic<int> clients_{0};                      // conns_.size() after each round
   bool keys_changed_ = false;                         // Server thread only.
   std::atomic<bool> stopping_{false};
   std::mutex stop_mu_;
@@ -475,6 +479,7 @@ Status TcpStoreServer::Start(const Options& opts, std::unique_ptr<TcpStoreServer
 TcpStoreServer::TcpStoreServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 TcpStoreServer::~TcpStoreServer() { Stop(); }
 int TcpStoreServer::port() const { return impl_->port(); }
+int TcpStoreServer::clients() const { return impl_->clients(); }
 void TcpStoreServer::Stop() { impl_->Stop(); }
 std::shared_ptr<Store> TcpStoreServer::LocalStore() { return impl_->LocalStore(); }
 

@@ -56,6 +56,27 @@ TEST(FailureDiagnosis, WithEveryRankBeatingThisRanksViewStands) {
   EXPECT_EQ(s.message(), "rank 0: waited 5 s");
 }
 
+// A rank that fails after another has recorded the job's first failure (the one that
+// closed its connections) needs no diagnosis of its own, and must not wait for one:
+// under srun the rank that recorded it serves the store and exits soon after.
+TEST(FailureDiagnosis, AfterTheFirstFailureIsRecordedItReturnsAtOnce) {
+  auto store = NewInMemoryStore();
+  auto launcher = NewInMemoryStore();
+  int64_t beats = 0;
+  ASSERT_TRUE(store->Add(keys::Alive(2), 1, &beats).ok());  // rank 2 beat once, then stopped
+  FailureDiagnosis first(0, 3, store, launcher);
+  ASSERT_EQ(first.AgreeOnFirstFailure(Status::RemoteError("rank 2 is gone")).message(),
+            "rank 2 is gone");
+  FailureDiagnosis d(1, 3, store, launcher);
+  const auto begin = std::chrono::steady_clock::now();
+  const Status s = d.Diagnose(Status::RemoteError("connection closed by rank 0"));
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::milliseconds(500));
+  EXPECT_EQ(s.code(), StatusCode::kRemoteError);
+  EXPECT_EQ(s.message(), "rank 1: connection closed by rank 0");
+  EXPECT_EQ(d.AgreeOnFirstFailure(s).message(),
+            "rank 2 is gone [the job's first failure; then rank 1: connection closed by rank 0]");
+}
+
 TEST(FailureDiagnosis, TheHeartbeatCountsUntilStopped) {
   auto store = NewInMemoryStore();
   FailureDiagnosis d(1, 2, store, nullptr);

@@ -470,6 +470,30 @@ TEST_F(TcpStoreTest, LostConnectionIsARemoteError) {
   EXPECT_NE(s.message().find("connection lost"), std::string::npos) << s.message();
 }
 
+// clients() counts open connections: what Bootstrap::LingerForStoreClients waits on.
+TEST_F(TcpStoreTest, ClientsCountsOpenConnections) {
+  auto until = [&](int n) {
+    for (int i = 0; i < 300 && server_->clients() != n; ++i)
+      std::this_thread::sleep_for(milliseconds(10));
+    return server_->clients();
+  };
+  EXPECT_EQ(server_->clients(), 0);
+  auto a = Connect();
+  auto b = Connect();
+  EXPECT_EQ(until(2), 2);
+  a.reset();
+  EXPECT_EQ(until(1), 1);
+  const int raw = RawConnect();  // not authenticated yet, but open
+  EXPECT_EQ(until(2), 2);
+  ::close(raw);
+  b.reset();
+  EXPECT_EQ(until(0), 0);
+  auto c = Connect();
+  EXPECT_EQ(until(1), 1);
+  server_->Stop();
+  EXPECT_EQ(server_->clients(), 0);
+}
+
 TEST_F(TcpStoreTest, StopAnswersParkedClientsWithAnError) {
   auto store = Connect();
   Status s;
