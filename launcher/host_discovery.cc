@@ -2,9 +2,12 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 
 namespace hvd {
 namespace launcher {
@@ -65,6 +68,36 @@ bool RunDiscoveryScript(const std::string& script, int default_slots,
     return false;
   }
   return ParseDiscoveryOutput(text, default_slots, hosts, why);
+}
+
+Status DiscoverFirstHosts(double limit_s, LauncherOptions* options) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limit_s));
+  std::string last;
+  while (true) {
+    std::vector<HostSlots> hosts;
+    std::string why;
+    if (RunDiscoveryScript(options->host_discovery_script, options->slots_per_host, &hosts, &why)) {
+      int slots = 0;
+      for (const HostSlots& h : hosts) slots += h.slots;
+      if (slots >= options->min_np) {
+        options->hosts = std::move(hosts);
+        options->num_ranks = std::min(options->num_ranks, slots);
+        return Status::OK();
+      }
+      last = "its hosts have " + std::to_string(slots) + " slot(s)";
+    } else {
+      last = why;
+    }
+    if (Clock::now() + std::chrono::seconds(1) > deadline) break;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%g", limit_s);
+  return Status::InvalidArgument("host discovery: no " + std::to_string(options->min_np) +
+                                 " slot(s) for --min-np within " + seconds + " s (" +
+                                 options->host_discovery_script + ": " + last + ")");
 }
 
 }  // namespace launcher

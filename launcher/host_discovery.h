@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "launcher/host_list.h"
+#include "launcher/launcher_options.h"
+#include "runtime/common/status.h"
 
 namespace hvd {
 namespace launcher {
@@ -21,6 +23,16 @@ constexpr size_t kMaxElasticWorkers = 1024;
 
 bool RunDiscoveryScript(const std::string& script, int default_slots,
                         std::vector<HostSlots>* hosts, std::string* why);
+
+// An elastic job's first hosts, when it has a discovery script and no -H (as
+// horovodrun): runs the script every second until its hosts have --min-np slots
+// (not blacklisted: none are yet), for at most `limit_s` seconds, then sets
+// options->hosts to them and options->num_ranks to -np or their slots, the fewer.
+// Past the limit, kInvalidArgument naming the slots found (or the script's last
+// failure) and --min-np.
+Status DiscoverFirstHosts(double limit_s, LauncherOptions* options);
+// The limit when --start-timeout is 0 (no start timeout).
+constexpr double kFirstHostsWaitS = 120;
 
 // Parses the script's output (as above). Pure.
 bool ParseDiscoveryOutput(const std::string& text, int default_slots,

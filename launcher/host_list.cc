@@ -111,5 +111,15 @@ Status ParseHostfile(const std::string& text, const std::string& source,
   return Status::OK();
 }
 
+std::string FormatHostList(const std::vector<HostSlots>& hosts) {
+  std::string out;
+  for (const HostSlots& h : hosts) {
+    const bool v6 = h.host.find(':') != std::string::npos;
+    out += (out.empty() ? "" : ",") + (v6 ? "[" + h.host + "]" : h.host) + ":" +
+           std::to_string(h.slots);
+  }
+  return out;
+}
+
 }  // namespace launcher
 }  // namespace hvd

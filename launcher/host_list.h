@@ -23,6 +23,9 @@ namespace launcher {
 
 Status ParseHostList(const std::string& list, std::vector<HostSlots>* out);
 
+// "hostA:4,hostB:1", as -H takes it (brackets around an IPv6 address).
+std::string FormatHostList(const std::vector<HostSlots>& hosts);
+
 // `source` names the file in error messages.
 Status ParseHostfile(const std::string& text, const std::string& source,
                      std::vector<HostSlots>* out);

@@ -30,19 +30,22 @@ Status ChooseAddresses(const LauncherOptions& options, std::vector<HostSlots>* h
   *hosts = options.hosts;
   if (hosts->empty()) hosts->push_back({"localhost", options.num_ranks, ""});
   // "user@host" is for ssh; the address is the host's.
-  auto machine = [](const std::string& host) { return host.substr(host.find('@') + 1); };
   const HostSlots* first_remote = nullptr;
   for (const HostSlots& h : *hosts) {
-    local->push_back(h.host.find('@') == std::string::npos && IsLocalHost(h.host));
+    local->push_back(IsThisMachine(h.host));
     if (!local->back() && first_remote == nullptr) first_remote = &h;
   }
   *store_host = "127.0.0.1";
-  if (first_remote != nullptr) {
+  // An elastic job's discovered hosts may be other machines later: with
+  // --network-interface its store listens there from the start.
+  const bool may_grow_remote =
+      !options.host_discovery_script.empty() && !options.network_interface.empty();
+  if (first_remote != nullptr || may_grow_remote) {
     if (!options.network_interface.empty())
       HVD_RETURN_IF_ERROR(
           InterfaceAddress(options.network_interface, store_host).Prepend("--network-interface"));
     else
-      HVD_RETURN_IF_ERROR(SourceAddressToward(machine(first_remote->host), store_host)
+      HVD_RETURN_IF_ERROR(SourceAddressToward(MachineOf(first_remote->host), store_host)
                               .Prepend("choosing the store's address (or pass "
                                        "--network-interface)"));
   }
@@ -51,7 +54,7 @@ Status ChooseAddresses(const LauncherOptions& options, std::vector<HostSlots>* h
     if ((*local)[i])
       h.address = *store_host;
     else
-      HVD_RETURN_IF_ERROR(ResolveAddress(machine(h.host), &h.address));
+      HVD_RETURN_IF_ERROR(ResolveAddress(MachineOf(h.host), &h.address));
   }
   return Status::OK();
 }
@@ -93,9 +96,12 @@ Status MakeDirs(const std::string& path) {
 }
 
 // Resolves the command for local ranks and ssh for remote ones (step 5), and makes
-// the --output-filename directory.
+// the --output-filename directory. An elastic job with a discovery script may get
+// either kind later: it resolves both, and one that is not found stays empty (the
+// supervisor then starts no rank of that kind, saying why).
 Status ResolveCommands(const LauncherOptions& options, bool any_local, bool any_remote,
                        RankCommand* command, int* exit_code) {
+  const bool discovery = !options.host_discovery_script.empty();
   command->argv = options.command;
   command->grace_period_s = options.grace_period_s;
   command->stamp_lines = options.prefix_timestamp;
@@ -108,11 +114,15 @@ Status ResolveCommands(const LauncherOptions& options, bool any_local, bool any_
   if (any_local) {
     *exit_code = 127;
     HVD_RETURN_IF_ERROR(ResolveCommand(options.command[0], &command->exe));
+  } else if (discovery && !ResolveCommand(options.command[0], &command->exe).ok()) {
+    command->exe.clear();
   }
-  if (any_remote) {
+  if (any_remote || discovery) {
     *exit_code = 1;
-    HVD_RETURN_IF_ERROR(
-        ResolveCommand("ssh", &command->ssh.ssh_path).Prepend("remote hosts need ssh"));
+    const Status ssh =
+        ResolveCommand("ssh", &command->ssh.ssh_path).Prepend("remote hosts need ssh");
+    if (any_remote) HVD_RETURN_IF_ERROR(ssh);
+    if (!ssh.ok()) command->ssh.ssh_path.clear();
     command->ssh.port = options.ssh_port;
     command->ssh.identity_file = options.ssh_identity_file;
     command->ssh.options = options.ssh_options;
@@ -158,6 +168,12 @@ Status RandomHex(size_t bytes, std::string* out) {
   return Status::OK();
 }
 
+bool IsThisMachine(const std::string& host) {
+  return host.find('@') == std::string::npos && IsLocalHost(host);
+}
+
+std::string MachineOf(const std::string& host) { return host.substr(host.find('@') + 1); }
+
 Status SetUpJob(const LauncherOptions& options, const Reporter& reporter, JobSetup* job,
                 int* exit_code) {
   *exit_code = 1;
@@ -190,13 +206,17 @@ Status SetUpJob(const LauncherOptions& options, const Reporter& reporter, JobSet
   for (const RankPlacement& p : placements) (local[p.host_index] ? any_local : any_remote) = true;
   HVD_RETURN_IF_ERROR(ResolveCommands(options, any_local, any_remote, &job->command, exit_code));
   *exit_code = 1;
+  job->local_address = store_host;
+  // Whether a rank may run over ssh: now, or once discovery finds another machine.
+  const bool remote_ranks = any_remote || (!options.host_discovery_script.empty() &&
+                                           !IsLoopbackAddress(store_host));
 
   std::vector<std::string> environment;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) environment.emplace_back(*e);
   std::vector<std::string> left_out;
   const EnvVars forwarded = MergeVariables(
       ForwardedVariables(options.env_vars, environment,
-                         any_remote ? kRemoteEnvBudget : SIZE_MAX, &left_out),
+                         remote_ranks ? kRemoteEnvBudget : SIZE_MAX, &left_out),
       FlagVariables(options));
   if (!left_out.empty()) {
     std::string names;

@@ -4,7 +4,8 @@
 //   1. makes the job's store secret (32 random bytes) and id (8), hex, from /dev/urandom;
 //   2. chooses the addresses: the store listens on 127.0.0.1 when every host is this
 //      machine; otherwise on the IPv4 address of --network-interface, or the source
-//      address of the route to the first remote host. A host that is this machine gets
+//      address of the route to the first remote host (an elastic job with a discovery
+//      script and --network-interface: that interface's, from the start). A host that is this machine gets
 //      the store's address as its Gloo address; a remote host its own, resolved here;
 //      torch.distributed's MASTER_ADDR is rank 0's host and MASTER_PORT a free port
 //      there (when that host is this machine; else 29500 + a number from the job id
@@ -12,7 +13,8 @@
 //   3. starts the TcpStoreServer there, on an ephemeral port (its log lines go to the
 //      reporter's fd as "dprun: store: ...");
 //   4. places the ranks (rank_placement.h) and marks each local or remote;
-//   5. resolves the command on $PATH if any rank is local, and ssh if any is remote;
+//   5. resolves the command on $PATH if any rank is local, and ssh if any is remote
+//      (both, as far as they are found, for a job with a discovery script);
 //   6. gives each rank its environment: the forwarded variables (HVD_*, HOROVOD_*,
 //      NCCL_* and -x), those of dprun's own flags (FlagVariables), then the placement's.
 //
@@ -43,7 +45,16 @@ struct JobSetup {
   std::shared_ptr<Store> store;  // The server's own client (TcpStoreServer::LocalStore).
   std::vector<RankSpec> ranks;   // In rank order.
   RankCommand command;
+  // The address ranks on this machine use for Gloo: the store's (step 2).
+  std::string local_address;
 };
+
+// True when ranks on `host` (a -H or discovered host, maybe "user@host") run here,
+// without ssh: no user part, and IsLocalHost.
+bool IsThisMachine(const std::string& host);
+
+// `host` without its "user@" part: what ssh connects to and Gloo resolves.
+std::string MachineOf(const std::string& host);
 
 Status SetUpJob(const LauncherOptions& options, const Reporter& reporter, JobSetup* job,
                 int* exit_code);

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/host_discovery.h"
+#include "launcher/host_list.h"
 #include "launcher/job_report.h"
 #include "launcher/job_setup.h"
 #include "launcher/prefixed_line_writer.h"
@@ -30,6 +32,18 @@ int Launcher::Run() {
     return 2;
   }
   for (const std::string& notice : options_.notices) reporter.Message(notice);
+  // Before the signals are taken over: an interrupt while waiting for hosts ends dprun,
+  // which has started nothing yet.
+  if (!options_.host_discovery_script.empty() && options_.hosts.empty()) {
+    const Status found = DiscoverFirstHosts(
+        options_.start_timeout_s > 0 ? options_.start_timeout_s : kFirstHostsWaitS, &options_);
+    if (!found.ok()) {
+      reporter.Message(found.message());
+      return 1;
+    }
+    reporter.Verbose("host discovery: starting " + std::to_string(options_.num_ranks) +
+                     " rank(s) on " + FormatHostList(options_.hosts));
+  }
   // Declared first, so it outlives the store server's thread.
   SignalScope signals;
   Status s = signals.Init();
@@ -45,8 +59,8 @@ int Launcher::Run() {
     reporter.Message(s.message());
     return exit_code;
   }
-  Supervisor supervisor(options_, std::move(job.ranks), std::move(job.command), signals, *job.store,
-                        out_fd_, reporter);
+  Supervisor supervisor(options_, std::move(job.ranks), std::move(job.command),
+                        job.local_address, signals, *job.store, out_fd_, reporter);
   exit_code = supervisor.Run();
   if (options_.straggler_report) PrintStragglerReport(*job.store, reporter);
   job.server->Stop();

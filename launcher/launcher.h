@@ -2,6 +2,9 @@
 // until every rank is gone. It is the thin orchestrator of the parts below.
 //
 // Run() does, in order:
+//   0. For an elastic job with --host-discovery-script and no -H, waits for the script
+//      to list --min-np slots (at most --start-timeout) and starts on those hosts
+//      (host_discovery.h), as horovodrun does.
 //   1. Blocks SIGINT, SIGTERM and SIGCHLD and reads them from a signalfd (signal_scope.h,
 //      before any thread starts, so no other thread takes them), and makes dprun a
 //      child subreaper so processes that ranks leave behind are re-parented to it.

@@ -219,7 +219,8 @@ const FlagSpec kFlags[] = {
      }},
     {"--host-discovery-script", nullptr, "FILE", nullptr,
      "elastic job: run FILE every second; it prints the usable hosts, one host[:slots] per "
-     "line; ranks start on free slots (up to --max-np) and stop on vanished hosts",
+     "line; ranks start on free slots (up to --max-np; over ssh on other machines) and stop "
+     "on vanished hosts; without -H the first ranks start on the hosts it lists",
      false,
      [](const std::string& f, const std::string& v, LauncherOptions* o) {
        if (v.empty()) return Status::InvalidUsage(f + " expects a file name");

@@ -10,6 +10,7 @@
 #include "launcher/elastic_membership.h"
 #include "launcher/exit_status.h"
 #include "launcher/host_discovery.h"
+#include "launcher/job_setup.h"
 #include "runtime/common/job_keys.h"
 #include "runtime/store/net_address.h"
 
@@ -25,10 +26,11 @@ std::string ElasticHost(const RankProcess& r) {
 }  // namespace
 
 Supervisor::Supervisor(const LauncherOptions& options, std::vector<RankSpec> ranks,
-                       RankCommand command, SignalScope& signals, Store& store, int out_fd,
-                       const Reporter& reporter)
+                       RankCommand command, std::string local_address, SignalScope& signals,
+                       Store& store, int out_fd, const Reporter& reporter)
     : options_(options),
       command_(std::move(command)),
+      local_address_(std::move(local_address)),
       signals_(signals),
       store_(store),
       out_fd_(out_fd),
@@ -302,14 +304,16 @@ void Supervisor::Discover() {
   const int can_add = elastic_->Vacancies(static_cast<int>(leaving.size()));
   for (const HostSlots& h : hosts) {
     if (elastic_->Blacklisted(h.host, now)) continue;
-    for (int free = h.slots - elastic_->RunningOn(h.host);
-         free > 0 && static_cast<int>(joining.size()) < can_add; --free) {
+    int free = h.slots - elastic_->RunningOn(h.host);
+    if (free <= 0 || static_cast<int>(joining.size()) >= can_add) continue;
+    std::string why;
+    if (!CanStartOn(h.host, &why)) {
+      // Once per host: discovery runs every second.
+      if (refused_hosts_.insert(h.host).second) reporter_.Message("host discovery: " + why);
+      continue;
+    }
+    for (; free > 0 && static_cast<int>(joining.size()) < can_add; --free) {
       if (ranks_.size() + joining.size() >= kMaxElasticWorkers) break;
-      if (!IsLocalHost(h.host)) {
-        reporter_.Message("host discovery: " + h.host +
-                          " is not this machine; elastic jobs start new ranks on this machine only");
-        break;
-      }
       joining.push_back(h.host);
     }
   }
@@ -321,10 +325,13 @@ void Supervisor::Discover() {
     elastic_->Stopped(worker_ids_[i]);
     reporter_.Message("host " + ElasticHost(r) +
                       " is gone: stopping " + r.Name());
-    ::kill(-r.pid, SIGTERM);
-    ::kill(-r.pid, SIGCONT);
+    Terminate(r);
   }
-  for (const std::string& host : joining) AddWorker(host);
+  for (const std::string& host : joining) {
+    std::string why;
+    if (!AddWorker(host, &why) && refused_hosts_.insert(host).second)
+      reporter_.Message("host discovery: " + why);
+  }
   PlaceNewWorkers();
   SpawnPending();
   PublishGeneration();
@@ -340,18 +347,57 @@ void Supervisor::PlaceNewWorkers() {
   }
 }
 
-void Supervisor::AddWorker(const std::string& host) {
+bool Supervisor::CanStartOn(const std::string& host, std::string* why) const {
+  if (IsThisMachine(host)) {
+    if (!command_.exe.empty()) return true;
+    *why = host + " is this machine, but " + command_.argv[0] + " is not on dprun's PATH";
+    return false;
+  }
+  if (IsLoopbackAddress(local_address_)) {
+    *why = host + " is another machine, but the job's store listens on " + local_address_ +
+           " (every first host was this machine): pass --network-interface to start it there";
+    return false;
+  }
+  if (command_.ssh.ssh_path.empty()) {
+    *why = host + " is another machine, but ssh is not on dprun's PATH";
+    return false;
+  }
+  return true;
+}
+
+bool Supervisor::AddWorker(const std::string& host, std::string* why) {
   RankProcess r;
   r.spec = ranks_[0].spec;  // the job's variables; the generation gives the topology
   r.spec.host = host;
-  r.spec.remote = false;
+  r.spec.remote = !IsThisMachine(host);
+  std::string address = local_address_;
+  if (r.spec.remote) {
+    const Status s = ResolveAddress(MachineOf(host), &address);
+    if (!s.ok()) {
+      *why = "cannot start a rank on " + host + ": " + s.message();
+      return false;
+    }
+  }
+  r.spec.placement.host = host;
   r.spec.placement.rank = static_cast<int>(ranks_.size());
   const std::string id = "w" + std::to_string(worker_ids_.size());
-  for (auto& [name, value] : r.spec.placement.env)
+  for (auto& [name, value] : r.spec.placement.env) {
     if (name == "HVD_ELASTIC_ID") value = id;
+    if (name == "HVD_GLOO_HOSTNAME") value = address;
+  }
   ranks_.push_back(std::move(r));
   worker_ids_.push_back(id);
   elastic_->Add(id, host);
+  return true;
+}
+
+void Supervisor::Terminate(RankProcess& r) {
+  if (r.spec.remote) {
+    r.CloseStdin();
+  } else {
+    ::kill(-r.pid, SIGTERM);
+    ::kill(-r.pid, SIGCONT);
+  }
 }
 
 // The first failing exit is the job's cause, unless the runtimes already agreed on an
@@ -390,12 +436,10 @@ void Supervisor::SignalAll(int sig) {
   if (sig == 0) return;
   for (RankProcess& r : ranks_) {
     if (r.pid <= 0) continue;
-    if (r.spec.remote && sig == SIGTERM) {
-      r.CloseStdin();
-    } else {
+    if (sig == SIGTERM)
+      Terminate(r);
+    else
       ::kill(-r.pid, sig);
-      if (sig == SIGTERM) ::kill(-r.pid, SIGCONT);
-    }
   }
 }
 

@@ -37,6 +37,7 @@
 
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,8 +66,11 @@ class Supervisor {
  public:
   // Relayed stdout lines go to `out_fd`; stderr lines and dprun's messages to the
   // reporter's fd. `signals` must be initialised.
+  // `local_address` is the Gloo address of ranks on this machine (JobSetup's), which
+  // an elastic job's new local workers get.
   Supervisor(const LauncherOptions& options, std::vector<RankSpec> ranks, RankCommand command,
-             SignalScope& signals, Store& store, int out_fd, const Reporter& reporter);
+             std::string local_address, SignalScope& signals, Store& store, int out_fd,
+             const Reporter& reporter);
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
@@ -100,7 +104,14 @@ class Supervisor {
   void PublishGeneration();
   void ElasticTick(Clock::time_point now);
   void Discover();
-  void AddWorker(const std::string& host);
+  // Whether a new worker can start on `host`; if not, `why` says so.
+  bool CanStartOn(const std::string& host, std::string* why) const;
+  // A worker on `host` (CanStartOn), spawned by the next SpawnPending; false (and
+  // `why`) if the host's address does not resolve.
+  bool AddWorker(const std::string& host, std::string* why);
+  // SIGTERM to a rank's process group (and SIGCONT, so a stopped rank acts on it); for
+  // a remote rank, the close of its ssh's stdin.
+  void Terminate(RankProcess& r);
   // Gives each worker not yet started the topology variables of its place in the
   // coming generation (AddWorker copies rank 0's).
   void PlaceNewWorkers();
@@ -108,6 +119,7 @@ class Supervisor {
   const LauncherOptions& options_;
   std::vector<RankProcess> ranks_;
   const RankCommand command_;
+  const std::string local_address_;
   SignalScope& signals_;
   Store& store_;
   const int out_fd_;
@@ -125,6 +137,7 @@ class Supervisor {
   int64_t reset_requested_in_ = -1;
   Clock::time_point reset_request_due_{};
   Clock::time_point next_discovery_{};
+  std::set<std::string> refused_hosts_;  // Discovered hosts refused, reported once each.
   bool start_check_pending_ = false;
   Clock::time_point start_deadline_;
 };

@@ -514,6 +514,49 @@ TEST_F(MultiHost, HvdRunReturnsTheValuesOfRanksOnOtherHosts) {
                                   "', 42), (2, 3, '" + kAddrC + "', 42)]"));
 }
 
+// An elastic job as an MPI Operator's elastic MPIJob starts it: dprun in A (the
+// launcher pod, which runs no rank), no -H, and a discover_hosts.sh listing the
+// workers. The first rank starts over ssh on the host listed (B; -np 2 but 1 slot); a
+// host that appears (C) gets a rank in a new generation; one that vanishes has its rank
+// stopped (its ssh's stdin closed) and the job trains on.
+TEST_F(MultiHost, AnElasticJobStartsGrowsAndShrinksOnDiscoveredHosts) {
+  const std::string dir = cluster_->dir() + "/elastic";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  const std::string script = dir + "/discover_hosts.sh";
+  std::ofstream(script) << "#!/bin/sh\necho " << kAddrB << ":1\n[ -e " << dir << "/c ] && echo "
+                        << kAddrC << ":1\nexit 0\n";
+  ASSERT_EQ(::chmod(script.c_str(), 0755), 0);
+  JobRunner::Options merged;
+  merged.merge_output = true;
+  JobRunner job(
+      JobRunner::Shell(cluster_->InA(
+          "env ELASTIC_LOG=" + dir + " ELASTIC_EPOCHS=5 ELASTIC_STEP_SLEEP=0.05 HVD_TIMEOUT=20 "
+          "OMP_NUM_THREADS=1 PYTHONPATH=" + std::string(HVD_SOURCE_DIR) +
+          "/bindings/python HVD_LIBRARY=" + std::string(HVD_BUILD_DIR) + "/libhvd.so " + kDprun +
+          " " + cluster_->DprunSsh() + " -np 2 --min-np 1 --max-np 2 --host-discovery-script " +
+          script + " /usr/bin/python3 " + std::string(HVD_SOURCE_DIR) +
+          "/examples/elastic/train_elastic.py")),
+      merged);
+  ASSERT_TRUE(job.WaitForOutput("on 1 rank(s)", milliseconds(120000))) << job.out();
+  std::ofstream(dir + "/c") << "1";
+  ASSERT_TRUE(job.WaitForOutput("on 2 rank(s)", milliseconds(120000))) << job.out();
+  EXPECT_GE(cluster_->CountProcesses(cluster_->ns_c(), "train_elastic"), 1);  // runs on C
+  ASSERT_EQ(::unlink((dir + "/c").c_str()), 0);
+  ASSERT_TRUE(job.Wait(milliseconds(240000))) << job.out();
+  EXPECT_EQ(job.exit_code(), 0) << job.out();
+  EXPECT_THAT(job.out(), HasSubstr("dprun: generation 1: 2 rank(s)"));
+  EXPECT_THAT(job.out(), HasSubstr("dprun: host " + kAddrC + " is gone: stopping rank 1"));
+  // Each worker ran on its host, and w0 ended alone.
+  std::ifstream w0(dir + "/w0.log"), w1(dir + "/w1.log");
+  const std::string log0((std::istreambuf_iterator<char>(w0)), std::istreambuf_iterator<char>());
+  const std::string log1((std::istreambuf_iterator<char>(w1)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(log0, HasSubstr("host " + kAddrB + "\n")) << log0;
+  EXPECT_THAT(log1, HasSubstr("host " + kAddrC + "\n")) << log1;
+  EXPECT_THAT(log0, ::testing::ContainsRegex("final [^\n]* size 1\n")) << log0;
+  EXPECT_THAT(log1, ::testing::Not(HasSubstr("final"))) << log1;
+  EXPECT_EQ(cluster_->CountProcesses(cluster_->ns_c(), "train_elastic"), 0);
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace hvd

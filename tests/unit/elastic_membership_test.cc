@@ -4,8 +4,15 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
 
 #include "launcher/host_discovery.h"
+#include "launcher/host_list.h"
 
 namespace hvd {
 namespace launcher {
@@ -187,6 +194,36 @@ TEST(HostDiscovery, RunsTheScriptAndReportsItsFailure) {
   std::string why;
   EXPECT_FALSE(RunDiscoveryScript("/nonexistent/hosts.sh", 1, &hosts, &why));
   EXPECT_THAT(why, HasSubstr("failed"));
+}
+
+// Without -H an elastic job starts on the script's hosts: -np or their slots, the
+// fewer, once they have --min-np; until then it waits, bounded, and says what it saw.
+TEST(HostDiscovery, TheFirstHostsAreTheScriptsOnceTheyHaveMinNpSlots) {
+  char dir[] = "/tmp/hvd-discovery-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string script = std::string(dir) + "/hosts.sh";
+  std::ofstream(script) << "#!/bin/sh\necho hostA:2\necho hostB\n";
+  ASSERT_EQ(::chmod(script.c_str(), 0755), 0);
+  LauncherOptions o;
+  o.host_discovery_script = script;
+  o.num_ranks = 4;
+  o.min_np = 2;
+  o.slots_per_host = 1;
+  ASSERT_TRUE(DiscoverFirstHosts(5, &o).ok());
+  EXPECT_EQ(FormatHostList(o.hosts), "hostA:2,hostB:1");
+  EXPECT_EQ(o.num_ranks, 3);
+
+  LauncherOptions too_few = o;
+  too_few.hosts.clear();
+  too_few.min_np = 4;
+  const auto begin = std::chrono::steady_clock::now();
+  const Status s = DiscoverFirstHosts(1.5, &too_few);
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(4));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "host discovery: no 4 slot(s) for --min-np within 1.5 s (" + script +
+                             ": its hosts have 3 slot(s))");
+  EXPECT_TRUE(too_few.hosts.empty());
+  std::system(("rm -rf " + std::string(dir)).c_str());
 }
 
 }  // namespace

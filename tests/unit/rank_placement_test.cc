@@ -155,6 +155,13 @@ TEST(HostList, ParsesHostsAndSlots) {
   EXPECT_EQ(h[4].slots, 1);
 }
 
+TEST(HostList, FormatsWhatItParses) {
+  const std::string list = "hostA:4,10.0.0.3:1,[fd00::1]:3";
+  std::vector<HostSlots> h;
+  ASSERT_TRUE(ParseHostList(list, &h).ok());
+  EXPECT_EQ(FormatHostList(h), list);
+}
+
 TEST(HostList, RejectsBadEntries) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"", "empty entry"},
